@@ -1,0 +1,54 @@
+# The two commands a newcomer needs: `make run` and `make test`. Each sets itself up first
+# (venv, pip packages, Debian packages, client tools) when something is missing.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+CACHE  := .cache
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages: ZooKeeper (pulls a JRE) and kcat (an old-librdkafka client the tests use).
+DEBS   := zookeeper kcat
+FULL   ?=
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench setup sysdeps clientdeps clean
+
+run: setup
+	$(PY) -m broker.cli run-local --data-dir .run
+
+test: setup clientdeps
+	$(PY) -m pytest $(if $(FULL),--full) $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(PY) bench/codec_bench.py
+
+setup: $(VENV)/.installed sysdeps
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+# Installs the Debian packages only when one is missing (apt-get update only if the install fails).
+sysdeps:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null \
+	  || { $(SUDO) apt-get update -q >/dev/null && \
+	       $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+	fi
+
+# Client tools for the integration tests: kafkajs (npm) and the Java kafka-clients jar.
+clientdeps: $(CACHE)/clients/.installed
+
+$(CACHE)/clients/.installed: tests/clients/setup.sh
+	sh tests/clients/setup.sh $(CACHE)/clients $(PY)
+	@touch $@
+
+clean:
+	rm -rf $(VENV) $(CACHE) .run .pytest_cache

@@ -1,0 +1,1 @@
+"""The broker daemon: network server, request handling, partitions and replication."""

@@ -1,0 +1,54 @@
+"""The request handler pool: ``num.io.threads`` workers taking requests off the RequestChannel.
+
+All workers run on the broker's one event loop; there are several so that a handler that awaits
+(a ZooKeeper write, a delayed operation) does not hold up the requests of other connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.kafka_apis import KafkaApis
+from broker.network.request_channel import RequestChannel
+
+log = logging.getLogger(__name__)
+
+
+class KafkaRequestHandlerPool:
+    def __init__(self, channel: RequestChannel, apis: KafkaApis, num_threads: int) -> None:
+        self._channel = channel
+        self._apis = apis
+        self._num_threads = num_threads
+        self._tasks: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._run(), name=f"request-handler-{i}") for i in range(self._num_threads)
+        ]
+
+    async def _run(self) -> None:
+        while True:
+            request = await self._channel.receive_request()
+            connection = request.connection
+            try:
+                response = await self._apis.handle(request)
+            except Exception:
+                log.exception(
+                    "error handling %s v%d from %s (client %s); closing the connection",
+                    request.api.name,
+                    request.version,
+                    request.peer,
+                    request.client_id,
+                )
+                connection.close()
+            else:
+                connection.complete(request, response)
+            connection.handled(request)
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []

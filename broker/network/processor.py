@@ -1,0 +1,305 @@
+"""Processors and their connections: framing, request decoding, and responses in request order.
+
+A ``Processor`` owns a share of the broker's connections (the acceptor deals them out round-robin). Each
+``Connection`` reads frames straight into their own buffer (a large Produce is received into one
+``bytearray`` that later becomes the log append, with no intermediate copy), decodes the header and
+body, and queues the request. Requests of one connection reach the handlers one at a time, in order
+(as Kafka mutes a channel while a request is in flight), but a handler may park its response (a
+long-poll Fetch, an acks=all Produce) and let the next request in; responses are still written in
+request order. Bad input is logged with the peer and closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from broker.network.request_channel import Request, RequestChannel
+from protocol.api import Api, ApiKey
+from protocol.frame import decode_request, encode_response, peek_request
+from protocol.messages import Message
+from protocol.primitives import DecodeError, EncodeError
+
+log = logging.getLogger(__name__)
+
+_STAGE_SIZE = 64 * 1024
+# Requests read from one connection but not yet answered before it stops reading more: the client has
+# pipelined far ahead of us (Kafka reads one at a time; a little pipelining keeps the handlers busy).
+_MAX_PENDING_REQUESTS = 64
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frames in, responses out in request order."""
+
+    def __init__(self, processor: Processor, listener: str, client_ip: str) -> None:
+        self.processor = processor
+        self.listener = listener
+        self.client_ip = client_ip
+        self.peer = client_ip
+        self.transport: asyncio.Transport | None = None
+        self.last_active = time.monotonic()
+        self.closed = False
+        self._stage = bytearray(_STAGE_SIZE)
+        self._stage_view = memoryview(self._stage)
+        self._start = 0
+        self._end = 0
+        self._frame: bytearray | None = None  # a frame too large for the stage, being filled
+        self._frame_fill = 0
+        self._pending: deque[Request] = deque()  # every unanswered request, in arrival order
+        self._backlog: deque[Request] = deque()  # decoded requests not yet handed to the handlers
+        self._in_handler = False
+        self._reading_paused = False
+        self._writing_paused = False
+
+    # -- asyncio protocol -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.processor.register(self)
+        log.debug(
+            "connection from %s on listener %s (processor %d)", self.peer, self.listener, self.processor.id
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.processor.unregister(self)
+        log.debug("connection from %s closed%s", self.peer, f": {exc}" if exc else "")
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_fill :]
+        if self._end == _STAGE_SIZE:
+            self._compact()
+        return self._stage_view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        if self._frame is not None:
+            self._frame_fill += nbytes
+            if self._frame_fill == len(self._frame):
+                frame, self._frame = self._frame, None
+                self.processor.process_frame(self, frame)
+            return
+        self._end += nbytes
+        self._read_frames()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    # -- framing --------------------------------------------------------------------------------
+
+    def _compact(self) -> None:
+        n = self._end - self._start
+        self._stage[:n] = self._stage[self._start : self._end]
+        self._start, self._end = 0, n
+
+    def _read_frames(self) -> None:
+        max_size = self.processor.max_request_size
+        while not self.closed:
+            available = self._end - self._start
+            if available < 4:
+                break
+            size = int.from_bytes(self._stage[self._start : self._start + 4], "big", signed=True)
+            if size <= 0 or size > max_size:
+                self.processor.reject(
+                    self,
+                    f"request size {size} is outside 1..{max_size} (socket.request.max.bytes)",
+                )
+                return
+            begin = self._start + 4
+            if available - 4 >= size:
+                self._start = begin + size
+                self.processor.process_frame(self, self._stage[begin : self._start])
+            elif 4 + size <= _STAGE_SIZE:
+                if self._start + 4 + size > _STAGE_SIZE:
+                    self._compact()
+                break
+            else:
+                # Large frame: receive the rest straight into a buffer of exactly its size.
+                frame = bytearray(size)
+                have = available - 4
+                frame[:have] = self._stage_view[begin : self._end]
+                self._frame, self._frame_fill = frame, have
+                self._start = self._end = 0
+                return
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    # -- requests and responses -----------------------------------------------------------------
+
+    def enqueue(self, request: Request) -> None:
+        self._pending.append(request)
+        self._backlog.append(request)
+        self._dispatch_next()
+        self._update_reading()
+
+    def _dispatch_next(self) -> None:
+        if self._in_handler or not self._backlog or self.closed:
+            return
+        request = self._backlog.popleft()
+        self._in_handler = True
+        channel = self.processor.channel
+        if not channel.try_send_request(request):
+            self.processor.spawn(channel.send_request(request))
+
+    def handled(self, request: Request) -> None:
+        """The handler is done with ``request`` (its response may still be pending): let the next one in."""
+        self._in_handler = False
+        self._dispatch_next()
+
+    def complete(self, request: Request, body: Message | None) -> None:
+        """The response to ``request`` is ready (None: the request gets no response, as acks=0 Produce)."""
+        if self.closed:
+            return
+        if body is not None:
+            try:
+                request.response = encode_response(request.api, request.version, request.correlation_id, body)
+            except (EncodeError, ValueError, TypeError, AttributeError) as e:
+                log.error(
+                    "cannot encode the %s v%d response to %s: %s",
+                    request.api.name,
+                    request.version,
+                    self.peer,
+                    e,
+                )
+                self.close()
+                return
+        request.completed = True
+        pending = self._pending
+        transport = self.transport
+        while pending and pending[0].completed:
+            done = pending.popleft()
+            if done.response is not None and transport is not None:
+                transport.writelines(done.response)
+                done.response = None
+        self.last_active = time.monotonic()
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self._writing_paused or len(self._pending) >= _MAX_PENDING_REQUESTS
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+
+
+class Processor:
+    """Network I/O for a share of the connections, feeding the RequestChannel."""
+
+    def __init__(
+        self,
+        processor_id: int,
+        channel: RequestChannel,
+        supported: Callable[[int], tuple[Api, int, int] | None],
+        max_request_size: int,
+        on_close: Callable[[str], None],
+    ) -> None:
+        self.id = processor_id
+        self.channel = channel
+        self._supported = supported
+        self.max_request_size = max_request_size
+        self._on_close = on_close
+        self.connections: set[Connection] = set()
+        self._tasks: set[asyncio.Task] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Runs ``coro`` as a task this processor keeps a reference to until it ends."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def accept(self, sock: socket.socket, listener: str, client_ip: str) -> None:
+        """Takes over an accepted socket; ``on_close(client_ip)`` is called once it is gone."""
+        loop = asyncio.get_running_loop()
+        self.spawn(self._attach(loop, sock, listener, client_ip))
+
+    async def _attach(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, listener: str, ip: str
+    ) -> None:
+        try:
+            await loop.connect_accepted_socket(lambda: Connection(self, listener, ip), sock)
+        except OSError as e:
+            log.debug("could not attach a connection from %s: %s", ip, e)
+            sock.close()
+            self._on_close(ip)
+
+    def register(self, connection: Connection) -> None:
+        self.connections.add(connection)
+
+    def unregister(self, connection: Connection) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self._on_close(connection.client_ip)
+
+    def reject(self, connection: Connection, reason: str) -> None:
+        log.warning("closing connection from %s: %s", connection.peer, reason)
+        connection.close()
+
+    def process_frame(self, connection: Connection, frame: Any) -> None:
+        try:
+            api_key, version, correlation_id = peek_request(frame)
+        except DecodeError as e:
+            self.reject(connection, str(e))
+            return
+        supported = self._supported(api_key)
+        if supported is None:
+            self.reject(connection, f"unknown or unsupported api key {api_key} (version {version})")
+            return
+        api, low, high = supported
+        if not low <= version <= high:
+            if api_key == ApiKey.API_VERSIONS:
+                # Answered in the v0 schema with UNSUPPORTED_VERSION so that the client retries lower.
+                request = Request(connection, api, 0, correlation_id, None, None, len(frame) + 4, version)
+                connection.enqueue(request)
+                return
+            self.reject(connection, f"unsupported version {version} of {api.name} (api key {api_key})")
+            return
+        try:
+            header, body = decode_request(frame, api, version)
+        except DecodeError as e:
+            self.reject(connection, f"cannot parse {api.name} v{version} (api key {api_key}): {e}")
+            return
+        connection.enqueue(
+            Request(connection, api, version, correlation_id, header.client_id, body, len(frame) + 4, version)
+        )
+
+    def close_idle(self, max_idle_seconds: float) -> None:
+        deadline = time.monotonic() - max_idle_seconds
+        for connection in list(self.connections):
+            if connection.idle and connection.last_active < deadline:
+                log.debug(
+                    "closing connection from %s: idle for over %.0f s", connection.peer, max_idle_seconds
+                )
+                connection.close()
+
+    def close_all(self) -> None:
+        for connection in list(self.connections):
+            connection.close()

@@ -1,0 +1,65 @@
+"""The RequestChannel: decoded requests queued from the processors to the handler pool.
+
+A ``Request`` carries everything a handler needs (API, version, header, body, the connection's peer
+and listener) and a ``respond`` hook back to its connection, which writes responses in request order.
+The queue is bounded by ``queued.max.requests``; a full queue holds the connection back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from protocol.api import Api
+
+if TYPE_CHECKING:
+    from broker.network.processor import Connection
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    connection: Connection
+    api: Api
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the decoded request message; None when the client asked for an unsupported version
+    size: int
+    requested_version: int  # differs from ``version`` only for an unsupported ApiVersions, answered in v0
+    received_at: float = field(default_factory=time.monotonic)
+    # Filled in by the connection: the encoded response (None: nothing to send) once it is complete.
+    response: list | None = None
+    completed: bool = False
+
+    @property
+    def peer(self) -> str:
+        return self.connection.peer
+
+    @property
+    def listener(self) -> str:
+        return self.connection.listener
+
+
+class RequestChannel:
+    """A bounded FIFO of requests between the processors and the handler pool."""
+
+    def __init__(self, queued_max_requests: int) -> None:
+        self._queue: asyncio.Queue[Request] = asyncio.Queue(maxsize=queued_max_requests)
+
+    async def send_request(self, request: Request) -> None:
+        await self._queue.put(request)
+
+    def try_send_request(self, request: Request) -> bool:
+        try:
+            self._queue.put_nowait(request)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    async def receive_request(self) -> Request:
+        return await self._queue.get()
+
+    def __len__(self) -> int:
+        return self._queue.qsize()

@@ -1,0 +1,1 @@
+"""The controller process: election through ZooKeeper, partition and replica state machines."""

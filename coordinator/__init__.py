@@ -1,0 +1,1 @@
+"""Group and transaction coordinators, built on the broker's log API."""
