@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol import primitives
-from protocol.primitives import DecodeError
+from protocol.primitives import SHORT_ARRAY, DecodeError, short_array_structs
 from protocol.schema import FieldSpec, MessageSpec
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -49,28 +49,27 @@ UNSET = _Unset()
 
 
 class Struct:
-    """Base of every generated struct class: field-wise equality and a readable repr."""
+    """Base of every generated struct class (each also gets a generated field-wise ``__eq__``)."""
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
         return f"{type(self).__name__}({inner})"
 
 
+def _absent_is_none(spec: FieldSpec) -> bool:
+    # A tagged struct (Fetch's DivergingEpoch, CurrentLeader, ...) is written only when it differs from
+    # its default, so "absent" is represented as None rather than as a default instance built per object.
+    return spec.default == "null" or (spec.tag is not None and spec.is_struct and not spec.is_array)
+
+
 def default_value(spec: FieldSpec, classes: dict[str, type]) -> Any:
-    """The schema default of a field, a fresh object for lists and structs."""
-    d = spec.default
-    if d == "null":
+    """A field's schema default: a fresh object for lists and structs, None for an absent tagged struct."""
+    if _absent_is_none(spec):
         return None
+    d = spec.default
     if spec.is_array:
         return []
     t = spec.type
@@ -94,13 +93,14 @@ def default_value(spec: FieldSpec, classes: dict[str, type]) -> Any:
 
 
 def _is_mutable_default(spec: FieldSpec) -> bool:
-    return spec.default != "null" and (spec.is_array or spec.is_struct)
+    return not _absent_is_none(spec) and (spec.is_array or spec.is_struct)
 
 
 def make_struct_class(
     name: str, fields: list[FieldSpec], classes: dict[str, type], base: type = Struct
 ) -> type:
-    """A slotted class for one struct; its constructor takes every field as a keyword."""
+    """A slotted class for one struct; its constructor takes every field as a keyword. Instances compare
+    field by field and are unhashable (they are mutable)."""
     attrs = tuple(f.attr for f in fields)
     cls = type(name, (base,), {"__slots__": attrs, "_fields": attrs, "_specs": tuple(fields)})
     params, body = [], []
@@ -116,8 +116,17 @@ def make_struct_class(
             body.append(f"    self.{f.attr} = {f.attr}")
     signature = f"self, *, {', '.join(params)}" if params else "self"
     src = f"def __init__({signature}):\n" + ("\n".join(body) or "    pass")
+    comparisons = " and ".join(f"self.{a} == other.{a}" for a in attrs) or "True"
+    src += (
+        "\ndef __eq__(self, other):\n"
+        "    if type(other) is not type(self):\n"
+        "        return NotImplemented\n"
+        f"    return {comparisons}\n"
+    )
     exec(src, namespace)
     cls.__init__ = namespace["__init__"]
+    cls.__eq__ = namespace["__eq__"]
+    cls.__hash__ = None
     return cls
 
 
@@ -388,6 +397,16 @@ class CodecBuilder:
             else:
                 em.line(indent + 1, f"raise null_error({f.name!r})")
             em.line(indent, "else:")
+            if f.element_type in _ELEMENT_SIZE:  # length and elements in one pack
+                code = _FIXED[f.element_type]
+                n = em.local("n")
+                table = self._const(short_array_structs(code, flex))
+                em.line(indent + 1, f"{n} = len({v})")
+                em.line(indent + 1, f"if {n} < {SHORT_ARRAY}:")
+                em.line(indent + 2, f"{out} += {table}[{n}].pack({n} + 1 if {flex} else {n}, *{v})")
+                em.line(indent + 1, "else:")
+                em.line(indent + 2, f"write_fixed_array({out}, {code!r}, {v}, {flex})")
+                return
             if flex:
                 em.line(indent + 1, f"{out} += uvarint(len({v}) + 1)")
             else:
@@ -422,9 +441,6 @@ class CodecBuilder:
     def _write_array_elements(self, f: FieldSpec, v: str, indent: int, out: str) -> None:
         em = self.em
         et = f.element_type
-        if et in _ELEMENT_SIZE:
-            em.line(indent, f"{out} += pack('>%d{_FIXED[et]}' % len({v}), *{v})")
-            return
         e = em.local("e")
         em.line(indent, f"for {e} in {v}:")
         if f.is_struct:
@@ -442,16 +458,34 @@ class CodecBuilder:
         if f.default == "null":
             return f"{value} is not None"
         if f.is_array:
-            return f"{value}"
+            return f"{value} != []"
         if f.is_struct:
-            return f"{value} is not None and {value} != {self._const(default_value(f, self.classes))}"
+            return f"{value} is not None and not {self._is_default_function(f.type)}({value})"
         return f"{value} != {self._const(default_value(f, self.classes))}"
+
+    def _is_default_function(self, struct_name: str) -> str:
+        """A generated predicate: every field of the struct equals its default (Kafka writes a tagged
+        struct only when it differs from a fresh instance)."""
+        fn = f"_isdef_{struct_name}"
+        if fn in self._done:
+            return fn
+        self._done.add(fn)
+        checks = []
+        for f in self.spec.structs[struct_name]:
+            checks.append(f"not ({self._differs_from_default(f, f'o.{f.attr}')})")
+        self._functions.append(f"def {fn}(o):\n    return {' and '.join(checks) or 'True'}")
+        return fn
 
     def _write_tag_buffer(self, tagged: list[FieldSpec], indent: int) -> None:
         em = self.em
         if not tagged:
             em.line(indent, "out += b'\\x00'")
             return
+        conditions = [self._differs_from_default(f, f"o.{f.attr}") for f in tagged]
+        em.line(indent, f"if not ({' or '.join(f'({c})' for c in conditions)}):")
+        em.line(indent + 1, "out += b'\\x00'")
+        em.line(indent, "else:")
+        indent += 1
         tags = em.local("tags")
         em.line(indent, f"{tags} = []")
         for f in tagged:

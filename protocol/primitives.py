@@ -215,5 +215,36 @@ def write_compact_records(out: bytearray, parts: list, records: Any) -> None:
     _append_records(out, parts, records)
 
 
+_ARRAY_STRUCTS: dict[tuple[str, int, str], struct.Struct] = {}
+
+
+def _array_struct(code: str, n: int, length: str) -> struct.Struct:
+    key = (code, n, length)
+    s = _ARRAY_STRUCTS.get(key)
+    if s is None:
+        s = _ARRAY_STRUCTS[key] = struct.Struct(f">{length}{n}{code}")
+    return s
+
+
+SHORT_ARRAY = 16  # arrays shorter than this (most replica lists) are packed through a precomputed table
+
+
+def short_array_structs(code: str, compact: bool) -> tuple[struct.Struct, ...]:
+    """Structs packing an array's length and ``n`` elements, indexed by ``n`` < SHORT_ARRAY."""
+    return tuple(_array_struct(code, n, "B" if compact else "i") for n in range(SHORT_ARRAY))
+
+
+def write_fixed_array(out: bytearray, code: str, values: list, compact: bool) -> None:
+    """An array of fixed-width numbers (struct format ``code``): its length and elements in one pack."""
+    n = len(values)
+    if not compact:
+        out += _array_struct(code, n, "i").pack(n, *values)
+    elif n < 0x7F:
+        out += _array_struct(code, n, "B").pack(n + 1, *values)
+    else:
+        out += uvarint(n + 1)
+        out += _array_struct(code, n, "").pack(*values)
+
+
 def null_error(field: str) -> EncodeError:
     return EncodeError(f"field {field} is null, which its version does not allow")

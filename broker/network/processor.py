@@ -2,7 +2,7 @@
 
 A ``Processor`` owns a share of the broker's connections (the acceptor deals them out round-robin). Each
 ``Connection`` reads frames straight into their own buffer (a large Produce is received into one
-``bytearray`` that later becomes the log append, with no intermediate copy), decodes the header and
+writable buffer that later becomes the log append, with no intermediate copy), decodes the header and
 body, and queues the request. Requests of one connection reach the handlers one at a time, in order
 (as Kafka mutes a channel while a request is in flight), but a handler may park its response (a
 long-poll Fetch, an acks=all Produce) and let the next request in; responses are still written in
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import socket
 import time
 from collections import deque
@@ -48,7 +49,7 @@ class Connection(asyncio.BufferedProtocol):
         self._stage_view = memoryview(self._stage)
         self._start = 0
         self._end = 0
-        self._frame: bytearray | None = None  # a frame too large for the stage, being filled
+        self._frame: mmap.mmap | None = None  # a frame too large for the stage, being filled
         self._frame_fill = 0
         self._pending: deque[Request] = deque()  # every unanswered request, in arrival order
         self._backlog: deque[Request] = deque()  # decoded requests not yet handed to the handlers
@@ -130,8 +131,10 @@ class Connection(asyncio.BufferedProtocol):
                     self._compact()
                 break
             else:
-                # Large frame: receive the rest straight into a buffer of exactly its size.
-                frame = bytearray(size)
+                # Large frame: receive the rest straight into a buffer of exactly its size. An anonymous
+                # mapping costs memory only as bytes arrive, so a client announcing a huge request and
+                # sending it slowly (or never) does not pin its full size.
+                frame = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
                 have = available - 4
                 frame[:have] = self._stage_view[begin : self._end]
                 self._frame, self._frame_fill = frame, have

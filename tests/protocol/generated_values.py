@@ -68,7 +68,10 @@ def random_struct(
     for f in cls._specs:
         present = version in f.versions or version in f.tagged_versions
         if present and not (f.tagged_versions.low <= version and rng.random() < 0.5):
-            setattr(obj, f.attr, random_value(f, classes, rng, version, depth))
+            value = random_value(f, classes, rng, version, depth)
+            if f.tag is not None and f.is_struct and not f.is_array and value == classes[f.type]():
+                value = None  # a tagged struct equal to its default is not written: it decodes as absent
+            setattr(obj, f.attr, value)
         else:
             setattr(obj, f.attr, default_value(f, classes))
     return obj

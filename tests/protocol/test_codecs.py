@@ -48,7 +48,9 @@ def _kio_class(name: str, version: int) -> type | None:
         if name == "RequestHeader":  # kio attaches headers to messages: v1 to ApiVersions v0, v2 to v3
             return load_request_schema(18, 0 if version == 1 else 3).__header_schema__
         if name == "ResponseHeader":
-            return load_response_schema(18 if version == 0 else 22, 0 if version == 0 else 2).__header_schema__
+            return load_response_schema(
+                18 if version == 0 else 22, 0 if version == 0 else 2
+            ).__header_schema__
     except Exception:
         return None
     return None
@@ -117,12 +119,16 @@ def test_tagged_fields_are_written_only_when_not_default() -> None:
 
 def test_request_header_client_id_stays_a_classic_string_in_v2() -> None:
     # ClientId has "flexibleVersions": "none": an int16 length even in the flexible header v2.
-    encoded = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=7, client_id="ab").encode(2)
+    encoded = RequestHeader(
+        request_api_key=3, request_api_version=12, correlation_id=7, client_id="ab"
+    ).encode(2)
     assert encoded == b"\x00\x03\x00\x0c\x00\x00\x00\x07" + b"\x00\x02ab" + b"\x00"
 
 
 def test_request_header_v0_has_no_client_id() -> None:
-    encoded = RequestHeader(request_api_key=7, request_api_version=0, correlation_id=1, client_id="x").encode(0)
+    encoded = RequestHeader(request_api_key=7, request_api_version=0, correlation_id=1, client_id="x").encode(
+        0
+    )
     assert encoded == b"\x00\x07\x00\x00\x00\x00\x00\x01"
     assert api(ApiKey.CONTROLLED_SHUTDOWN).request_header_version(0) == 0
 

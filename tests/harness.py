@@ -1,0 +1,152 @@
+"""Starting and stopping real Samsa processes for tests: free ports, readiness, teardown by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago on 127.0.0.1 (the kernel picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process {process.pid} exited with {process.returncode} before listening")
+        try:
+            socket.create_connection((host, port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout} s")
+
+
+class BrokerProcess:
+    """A ``samsa broker`` child process with its own log dir and log file."""
+
+    def __init__(self, workdir: Path, broker_id: int = 1, overrides: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.broker_id = broker_id
+        self.port = free_port()
+        self.overrides = {
+            "broker.id": str(broker_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(workdir / "logs"),
+            **(overrides or {}),
+        }
+        self.log_path = workdir / "broker.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "broker.cli", "broker"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        log = open(self.log_path, "ab")  # handed to the child; closed in stop()
+        self._log = log
+        self.process = subprocess.Popen(
+            args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
+        )
+        try:
+            wait_for_port("127.0.0.1", self.port, timeout, self.process)
+        except Exception:
+            self.stop()
+            raise RuntimeError(f"broker did not start; its log:\n{self.log()}") from None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+
+class RawClient:
+    """A blocking Kafka-protocol client over one socket, for tests that need exact bytes on the wire."""
+
+    def __init__(self, bootstrap: str, timeout: float = 5.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout)
+        self.sock.settimeout(timeout)
+        self._correlation_id = 0
+
+    def send_frame(self, payload: bytes) -> None:
+        self.sock.sendall(payload)
+
+    def send(self, api_key: int, version: int, body: object, correlation_id: int | None = None) -> int:
+        from protocol.api import api
+        from protocol.frame import encode_request
+
+        if correlation_id is None:
+            self._correlation_id += 1
+            correlation_id = self._correlation_id
+        self.sock.sendall(encode_request(api(api_key), version, correlation_id, "raw-test", body))
+        return correlation_id
+
+    def read_frame(self) -> bytes:
+        size = int.from_bytes(self._read_exactly(4), "big")
+        return self._read_exactly(size)
+
+    def receive(self, api_key: int, version: int) -> tuple[int, object]:
+        from protocol.api import api
+        from protocol.frame import decode_response
+
+        return decode_response(self.read_frame(), api(api_key), version)
+
+    def request(self, api_key: int, version: int, body: object) -> object:
+        correlation_id = self.send(api_key, version, body)
+        received_id, response = self.receive(api_key, version)
+        assert received_id == correlation_id
+        return response
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks, remaining = [], n
+        while remaining:
+            chunk = self.sock.recv(min(remaining, 1 << 20))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True if the broker closes the connection (EOF or reset) within ``timeout``."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
