@@ -13,8 +13,12 @@ PYTEST_ARGS ?=
 
 .PHONY: run test lint bench setup sysdeps clientdeps clean
 
+# One broker for now (the ZooKeeper cluster comes with `samsa up`); data in .run/, kept across runs.
+PORT ?= 9092
 run: setup
-	$(PY) -m broker.cli run-local --data-dir .run
+	@echo "bootstrap.servers=127.0.0.1:$(PORT)"
+	$(PY) -m broker.cli broker --config config/server.properties \
+	  --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=.run/broker-1
 
 test: setup clientdeps
 	$(PY) -m pytest $(if $(FULL),--full) $(PYTEST_ARGS)
