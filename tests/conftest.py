@@ -6,12 +6,14 @@ only with ``pytest --full`` (``make test FULL=1``); otherwise they are skipped w
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.harness import BrokerProcess
+from broker.zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+from tests.harness import BrokerProcess, free_port
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,3 +38,26 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper (Debian's package) for the whole run; tests isolate themselves by chroot."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port())
+    try:
+        server.start()
+    except ZooKeeperNotInstalled as e:
+        pytest.skip(str(e))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_chroots = itertools.count()
+
+
+@pytest.fixture
+def zookeeper(zookeeper_server: ZooKeeperServer) -> str:
+    """A connect string with a chroot of this test's own: ``127.0.0.1:PORT/samsa-test-N``."""
+    return f"{zookeeper_server.connect_string}/samsa-test-{next(_chroots)}"

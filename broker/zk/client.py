@@ -1,0 +1,244 @@
+"""ZkClient: kazoo, bridged to asyncio.
+
+kazoo runs its I/O, callbacks and watches on its own threads. ``ZkClient`` turns kazoo's async results
+into asyncio futures on the caller's loop, delivers watch and session events to that loop, and retries
+an operation that failed because the connection was lost until the connection is back (as Kafka's
+``retryRequestsUntilConnected``), giving up after ``operation_timeout``. Retries are capped: kazoo
+reconnects with a backoff of at most one second instead of its default of an hour.
+
+A retried write can find its own earlier attempt already applied (NodeExists, BadVersion); callers
+that write with versions re-read and decide, as Kafka's controller does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import ZnodeStat
+from kazoo.retry import KazooRetry
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE = (ConnectionLoss, OperationTimeoutError)
+
+
+class ZkTransactionError(KazooException):
+    """A multi-op transaction failed; ``errors`` holds each op's result (the failing op's real error)."""
+
+    def __init__(self, errors: Sequence[Any]) -> None:
+        self.errors = list(errors)
+        failing = next(
+            (e for e in self.errors if type(e).__name__ not in ("RolledBackError", "RuntimeInconsistency")),
+            None,
+        )
+        self.cause = failing
+        super().__init__(f"ZooKeeper transaction failed: {failing!r}")
+
+
+@dataclass(frozen=True)
+class ZkOp:
+    """One operation of a transaction: ``kind`` is check, create, set or delete."""
+
+    kind: str
+    path: str
+    data: bytes = b""
+    version: int = -1
+
+
+class ZkClient:
+    def __init__(self, hosts: str, session_timeout_ms: int = 18000, operation_timeout: float = 30.0) -> None:
+        self.hosts = hosts
+        self.operation_timeout = operation_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connected = asyncio.Event()
+        self._session_listeners: list[Callable[[str], None]] = []
+        self._kazoo = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0),
+            command_retry=KazooRetry(max_tries=3, delay=0.1, backoff=2, max_delay=1.0),
+        )
+        self._kazoo.add_listener(self._on_state)
+        self._watches: list[Any] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, timeout: float = 30.0) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, lambda: self._kazoo.start(timeout=timeout))
+        self._connected.set()
+        log.info("connected to ZooKeeper at %s (session 0x%x)", self.hosts, self.session_id)
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._kazoo.stop)
+        await loop.run_in_executor(None, self._kazoo.close)
+
+    @property
+    def session_id(self) -> int:
+        return self._kazoo.client_id[0] if self._kazoo.client_id else 0
+
+    @property
+    def kazoo(self) -> KazooClient:
+        return self._kazoo
+
+    def add_session_listener(self, listener: Callable[[str], None]) -> None:
+        """``listener(state)`` runs on the event loop with "SUSPENDED", "LOST" (the session expired: its
+        ephemeral nodes are gone) or "CONNECTED"."""
+        self._session_listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:  # on a kazoo thread
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._state_changed, state)
+
+    def _state_changed(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        log.info("ZooKeeper session %s", state.lower())
+        for listener in list(self._session_listeners):
+            listener(state)
+
+    # -- the bridge -----------------------------------------------------------------------------
+
+    def _future(self, async_result: Any) -> asyncio.Future:
+        loop = self._loop or asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def done(result: Any) -> None:  # on a kazoo thread
+            try:
+                value = result.get_nowait()
+            except Exception as e:
+                loop.call_soon_threadsafe(lambda e=e: future.done() or future.set_exception(e))
+            else:
+                loop.call_soon_threadsafe(lambda v=value: future.done() or future.set_result(v))
+
+        async_result.rawlink(done)
+        return future
+
+    async def _call(self, start: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + self.operation_timeout
+        while True:
+            try:
+                return await self._future(start())
+            except _RETRYABLE as e:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                log.debug("ZooKeeper operation interrupted (%s); retrying once reconnected", type(e).__name__)
+                try:
+                    await asyncio.wait_for(self._connected.wait(), remaining)
+                except TimeoutError:
+                    raise e from None
+            except SessionExpiredError:
+                # kazoo starts a new session by itself; the operation can go to the new one.
+                await asyncio.wait_for(self._connected.wait(), max(deadline - time.monotonic(), 0.01))
+
+    # -- operations -----------------------------------------------------------------------------
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        """(data, stat), or None if the node does not exist."""
+        try:
+            return await self._call(lambda: self._kazoo.get_async(path))
+        except NoNodeError:
+            return None
+
+    async def get_children(self, path: str) -> list[str] | None:
+        try:
+            return await self._call(lambda: self._kazoo.get_children_async(path))
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str) -> ZnodeStat | None:
+        return await self._call(lambda: self._kazoo.exists_async(path))
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        return await self._call(
+            lambda: self._kazoo.create_async(
+                path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+            )
+        )
+
+    async def ensure_path(self, path: str) -> None:
+        await self._call(lambda: self._kazoo.ensure_path_async(path))
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        return await self._call(lambda: self._kazoo.set_async(path, data, version))
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        if recursive:
+            for child in await self.get_children(path) or []:
+                await self.delete(f"{path}/{child}", recursive=True)
+        try:
+            await self._call(lambda: self._kazoo.delete_async(path, version))
+        except NoNodeError:
+            pass
+
+    async def transaction(self, ops: Sequence[ZkOp]) -> list[Any]:
+        """Runs ``ops`` atomically; raises ZkTransactionError (with every op's result) if any fails."""
+
+        def start() -> Any:
+            t = self._kazoo.transaction()
+            for op in ops:
+                if op.kind == "check":
+                    t.check(op.path, op.version)
+                elif op.kind == "create":
+                    t.create(op.path, op.data)
+                elif op.kind == "set":
+                    t.set_data(op.path, op.data, op.version)
+                elif op.kind == "delete":
+                    t.delete(op.path, op.version)
+                else:
+                    raise ValueError(f"unknown transaction op {op.kind}")
+            return t.commit_async()
+
+        results = await self._call(start)
+        if any(isinstance(r, Exception) for r in results):
+            raise ZkTransactionError(results)
+        return results
+
+    # -- watches --------------------------------------------------------------------------------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+        """``callback(children)`` runs on the event loop now and after every change (re-armed by kazoo,
+        also across sessions). The node must exist (see ``znodes.PERSISTENT_PATHS``)."""
+        loop = self._loop or asyncio.get_running_loop()
+
+        def on_change(children: list[str]) -> None:  # on a kazoo thread
+            loop.call_soon_threadsafe(callback, list(children))
+
+        self._watches.append(self._kazoo.ChildrenWatch(path, on_change))
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, ZnodeStat | None], None]) -> None:
+        """``callback(data, stat)`` runs on the event loop now and after every change; ``data`` is None
+        while the node does not exist."""
+        loop = self._loop or asyncio.get_running_loop()
+
+        def on_change(data: bytes | None, stat: ZnodeStat | None) -> None:  # on a kazoo thread
+            loop.call_soon_threadsafe(callback, data, stat)
+
+        self._watches.append(self._kazoo.DataWatch(path, on_change))

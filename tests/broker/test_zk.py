@@ -1,0 +1,137 @@
+"""The ZooKeeper layer against a real server: the asyncio bridge, watches, transactions, sessions,
+and Kafka's znode formats."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.zk import znodes
+from broker.zk.client import ZkClient, ZkOp, ZkTransactionError
+from broker.zk.server import ZooKeeperServer
+
+pytestmark = pytest.mark.integration
+
+
+async def _client(connect: str, session_ms: int = 4000) -> ZkClient:
+    client = ZkClient(connect.split("/")[0], session_ms, operation_timeout=10)
+    await client.start()
+    return client
+
+
+async def test_get_set_create_delete(zookeeper_server: ZooKeeperServer) -> None:
+    zk = await _client(zookeeper_server.connect_string)
+    root = f"/t-{uuid.uuid4().hex}"
+    assert await zk.get(root) is None
+    await zk.create(f"{root}/a/b", b"1", makepath=True)
+    data, stat = await zk.get(f"{root}/a/b")
+    assert (data, stat.version) == (b"1", 0)
+    assert (await zk.set(f"{root}/a/b", b"2", version=0)).version == 1
+    assert await zk.get_children(f"{root}/a") == ["b"]
+    await zk.delete(root, recursive=True)
+    assert await zk.exists(root) is None
+    await zk.close()
+
+
+async def test_a_failed_transaction_changes_nothing_and_names_its_cause(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    zk = await _client(zookeeper_server.connect_string)
+    root = f"/t-{uuid.uuid4().hex}"
+    await zk.create(f"{root}/epoch", b"1", makepath=True)
+    await zk.create(f"{root}/state", b"old")
+    with pytest.raises(ZkTransactionError) as failure:
+        await zk.transaction(
+            [ZkOp("check", f"{root}/epoch", version=7), ZkOp("set", f"{root}/state", b"new")]
+        )
+    assert type(failure.value.cause).__name__ == "BadVersionError"
+    assert (await zk.get(f"{root}/state"))[0] == b"old"
+    await zk.transaction([ZkOp("check", f"{root}/epoch", version=0), ZkOp("set", f"{root}/state", b"new")])
+    assert (await zk.get(f"{root}/state"))[0] == b"new"
+    await zk.close()
+
+
+async def test_children_and_data_watches_reach_the_event_loop(zookeeper_server: ZooKeeperServer) -> None:
+    zk = await _client(zookeeper_server.connect_string)
+    root = f"/t-{uuid.uuid4().hex}"
+    await zk.ensure_path(root)
+    children: list[list[str]] = []
+    data: list[bytes | None] = []
+    loop = asyncio.get_running_loop()
+    zk.watch_children(root, lambda c: children.append(sorted(c)) or _on_loop(loop))
+    zk.watch_data(f"{root}/x", lambda d, s: data.append(d))
+    await zk.create(f"{root}/x", b"v1")
+    await zk.set(f"{root}/x", b"v2")
+    await zk.delete(f"{root}/x")
+    for _ in range(100):
+        if data[-1:] == [None] and len(data) >= 4 and children[-1:] == [[]]:
+            break
+        await asyncio.sleep(0.02)
+    assert children[0] == [] and ["x"] in children and children[-1] == []
+    assert data == [None, b"v1", b"v2", None]
+    await zk.close()
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> None:
+    assert asyncio.get_running_loop() is loop
+
+
+async def test_a_lost_session_is_reported_and_its_ephemerals_vanish(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    zk = await _client(zookeeper_server.connect_string, session_ms=2000)
+    path = f"/t-{uuid.uuid4().hex}"
+    await zk.create(path, b"", ephemeral=True)
+    states: list[str] = []
+    zk.add_session_listener(states.append)
+    # Expire the session on the server: open a second client on the same session id and close it.
+    session_id, password = zk.kazoo.client_id
+    twin = KazooClient(zookeeper_server.connect_string, client_id=(session_id, password))
+    await asyncio.to_thread(twin.start)
+    await asyncio.to_thread(twin.stop)
+    for _ in range(200):
+        if "CONNECTED" in states[states.index("LOST") :] if "LOST" in states else False:
+            break
+        await asyncio.sleep(0.02)
+    assert "LOST" in states and states[-1] == "CONNECTED"
+    assert await zk.exists(path) is None
+    assert zk.session_id != session_id
+    await zk.close()
+
+
+def test_broker_registration_is_kafkas_format() -> None:
+    registration = znodes.BrokerRegistration(
+        3,
+        {"PLAINTEXT": ("h1", 9092), "INTERNAL": ("10.0.0.1", 9093)},
+        {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT"},
+        "r1",
+    )
+    import json
+
+    body = json.loads(registration.encode())
+    assert body["version"] == 5 and body["host"] == "h1" and body["port"] == 9092
+    assert body["endpoints"] == ["PLAINTEXT://h1:9092", "INTERNAL://10.0.0.1:9093"]
+    assert body["rack"] == "r1" and body["jmx_port"] == -1
+    assert znodes.BrokerRegistration.decode(3, registration.encode()) == registration
+
+
+def test_topic_and_partition_state_formats() -> None:
+    import json
+
+    assignment = znodes.TopicAssignment({0: [1, 2], 1: [2, 3]})
+    body = json.loads(assignment.encode())
+    assert body["version"] == 3 and body["partitions"] == {"0": [1, 2], "1": [2, 3]}
+    assert len(body["topic_id"]) == 22
+    assert znodes.TopicAssignment.decode(assignment.encode()) == assignment
+    state = znodes.PartitionState(leader=2, leader_epoch=4, isr=(2, 3), controller_epoch=7, zk_version=9)
+    assert json.loads(state.encode()) == {
+        "controller_epoch": 7,
+        "leader": 2,
+        "version": 1,
+        "leader_epoch": 4,
+        "isr": [2, 3],
+    }
+    assert znodes.PartitionState.decode(state.encode(), 9) == state
