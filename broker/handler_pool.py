@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
-from broker.kafka_apis import KafkaApis
-from broker.network.request_channel import RequestChannel
+from broker.network.request_channel import Request, RequestChannel
+from protocol.messages import Message
 
 log = logging.getLogger(__name__)
 
 
+class RequestHandler(Protocol):
+    """What the pool feeds: KafkaApis on a broker, the controller's own handlers on a controller."""
+
+    async def handle(self, request: Request) -> Message | None: ...
+
+
 class KafkaRequestHandlerPool:
-    def __init__(self, channel: RequestChannel, apis: KafkaApis, num_threads: int) -> None:
+    def __init__(self, channel: RequestChannel, apis: RequestHandler, num_threads: int) -> None:
         self._channel = channel
         self._apis = apis
         self._num_threads = num_threads

@@ -1,0 +1,39 @@
+"""``samsa broker --config server.properties [--override key=value ...]``: runs a broker until SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvloop
+
+from broker.cli import setup_logging
+from broker.config import ConfigError, KafkaConfig
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="samsa broker", description="Run a Samsa broker.")
+    parser.add_argument("--config", help="a Kafka-style server.properties file")
+    parser.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="set a property (repeatable)"
+    )
+    parser.add_argument(
+        "--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO, or $SAMSA_LOG_LEVEL)"
+    )
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    from broker.server import KafkaServer
+
+    try:
+        config = KafkaConfig.load(args.config, args.override)
+    except (ConfigError, OSError) as e:
+        print(f"samsa broker: configuration error: {e}", file=sys.stderr)
+        return 1
+    server = KafkaServer(config)
+    try:
+        uvloop.run(server.run())
+    except (ValueError, OSError, RuntimeError) as e:
+        logging.getLogger("broker").error("broker failed to start: %s", e)
+        return 1
+    return 0
