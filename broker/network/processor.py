@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from broker.network.request_channel import Request, RequestChannel
+from broker.network.send import FileRegion
 from protocol.api import Api, ApiKey
 from protocol.frame import decode_request, encode_response, peek_request
 from protocol.messages import Message
@@ -32,6 +33,8 @@ _STAGE_SIZE = 64 * 1024
 # Requests read from one connection but not yet answered before it stops reading more: the client has
 # pipelined far ahead of us (Kafka reads one at a time; a little pipelining keeps the handlers busy).
 _MAX_PENDING_REQUESTS = 64
+# How much of a file region goes through the transport when sendfile finds the socket full.
+_SLICE_WHEN_FULL = 256 * 1024
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -56,11 +59,16 @@ class Connection(asyncio.BufferedProtocol):
         self._in_handler = False
         self._reading_paused = False
         self._writing_paused = False
+        self._out: deque[Any] = deque()  # response buffers and file regions not yet handed to the socket
+        self._awaiting_drain = False
+        self._socket_fd = -1
 
     # -- asyncio protocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        self._socket_fd = sock.fileno() if sock is not None else -1
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.processor.register(self)
@@ -79,6 +87,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._awaiting_drain:
+            self._awaiting_drain = False
+            if self.transport is not None:
+                self.transport.set_write_buffer_limits()
+            self._pump()
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -184,14 +197,52 @@ class Connection(asyncio.BufferedProtocol):
                 return
         request.completed = True
         pending = self._pending
-        transport = self.transport
         while pending and pending[0].completed:
             done = pending.popleft()
-            if done.response is not None and transport is not None:
-                transport.writelines(done.response)
+            if done.response is not None:
+                self._out.extend(done.response)
                 done.response = None
+        if not self._awaiting_drain:
+            self._pump()
         self.last_active = time.monotonic()
         self._update_reading()
+
+    def _pump(self) -> None:
+        """Hands queued response data to the socket in order: buffers through the transport, file
+        regions by sendfile once the transport's own buffer is empty."""
+        transport, out = self.transport, self._out
+        if transport is None or self.closed:
+            return
+        while out:
+            if not isinstance(out[0], FileRegion):
+                batch = []
+                while out and not isinstance(out[0], FileRegion):
+                    batch.append(out.popleft())
+                transport.writelines(batch)
+                continue
+            if transport.get_write_buffer_size():
+                self._wait_for_drain()
+                return
+            region: FileRegion = out[0]
+            try:
+                if region.send_to(self._socket_fd):
+                    out.popleft()
+                    continue
+            except OSError as e:
+                log.warning("closing connection from %s: sendfile failed: %s", self.peer, e)
+                self.close()
+                return
+            # The socket is full: keep it busy with a slice through the transport, then resume sendfile.
+            transport.write(region.take_slice(_SLICE_WHEN_FULL))
+            if not region.remaining:
+                out.popleft()
+
+    def _wait_for_drain(self) -> None:
+        # With a high-water mark of 0 the transport calls pause_writing now and resume_writing once
+        # everything it holds has been written.
+        self._awaiting_drain = True
+        assert self.transport is not None
+        self.transport.set_write_buffer_limits(high=0)
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:

@@ -56,6 +56,7 @@ class ZkOp:
     path: str
     data: bytes = b""
     version: int = -1
+    ephemeral: bool = False  # for create: the controller creates /controller in its election transaction
 
 
 class ZkClient:
@@ -78,6 +79,7 @@ class ZkClient:
 
     async def start(self, timeout: float = 30.0) -> None:
         self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, lambda: self._create_chroot(timeout))
         await self._loop.run_in_executor(None, lambda: self._kazoo.start(timeout=timeout))
         self._connected.set()
         log.info("connected to ZooKeeper at %s (session 0x%x)", self.hosts, self.session_id)
@@ -86,6 +88,19 @@ class ZkClient:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._kazoo.stop)
         await loop.run_in_executor(None, self._kazoo.close)
+
+    def _create_chroot(self, timeout: float) -> None:
+        # "host:port/samsa" puts everything under /samsa; like Kafka, create that path if it is missing.
+        servers, _, chroot = self.hosts.partition("/")
+        if not chroot.strip("/"):
+            return
+        bare = KazooClient(hosts=servers, timeout=self._kazoo._session_timeout / 1000)
+        bare.start(timeout=timeout)
+        try:
+            bare.ensure_path("/" + chroot.strip("/"))
+        finally:
+            bare.stop()
+            bare.close()
 
     @property
     def session_id(self) -> int:
@@ -183,6 +198,15 @@ class ZkClient:
             )
         )
 
+    async def create_returning_stat(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False
+    ) -> ZnodeStat:
+        """Creates a node and returns its stat (an ephemeral node's ``czxid`` is a broker's epoch)."""
+        _, stat = await self._call(
+            lambda: self._kazoo.create_async(path, data, ephemeral=ephemeral, include_data=True)
+        )
+        return stat
+
     async def ensure_path(self, path: str) -> None:
         await self._call(lambda: self._kazoo.ensure_path_async(path))
 
@@ -207,7 +231,7 @@ class ZkClient:
                 if op.kind == "check":
                     t.check(op.path, op.version)
                 elif op.kind == "create":
-                    t.create(op.path, op.data)
+                    t.create(op.path, op.data, ephemeral=op.ephemeral)
                 elif op.kind == "set":
                     t.set_data(op.path, op.data, op.version)
                 elif op.kind == "delete":

@@ -25,6 +25,9 @@ class FakeTransport(asyncio.Transport):
     def writelines(self, data) -> None:  # type: ignore[override]
         self.written.append(b"".join(bytes(d) for d in data))
 
+    def get_write_buffer_size(self) -> int:
+        return 0
+
     def close(self) -> None:
         self.closed = True
 
@@ -98,7 +101,12 @@ async def test_responses_are_written_in_request_order() -> None:
     connection.complete(requests[1], None)  # a request that gets no response (acks=0 Produce)
     assert transport.written == []
     connection.complete(requests[0], reply)
-    assert [struct.unpack_from(">i", w, 4)[0] for w in transport.written] == [0, 2]
+    stream, ids = b"".join(transport.written), []
+    while stream:
+        size = struct.unpack_from(">i", stream)[0]
+        ids.append(struct.unpack_from(">i", stream, 4)[0])
+        stream = stream[4 + size :]
+    assert ids == [0, 2]
 
 
 async def test_a_client_far_ahead_is_paused() -> None:
@@ -111,3 +119,61 @@ async def test_an_oversized_frame_closes_without_reading_it() -> None:
     connection, transport, channel = _setup()
     _feed(connection, struct.pack(">i", (1 << 20) + 1) + b"\x00" * 10, 100)
     assert transport.closed and len(channel) == 0
+
+
+async def test_file_regions_go_out_by_sendfile_in_order_even_when_the_socket_is_full(tmp_path) -> None:
+    import os
+    import socket
+
+    from broker.network.send import FileRegion
+    from protocol.messages import FetchResponse
+
+    data = os.urandom(6 << 20)
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(b"junk" + data)
+    fd = os.open(segment, os.O_RDONLY)
+    view = memoryview(segment.read_bytes())
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+    loop = asyncio.get_running_loop()
+    channel = RequestChannel(10)
+    processor = Processor(0, channel, lambda key: (VERSIONS, 0, 4), 1 << 20, lambda ip: None)
+    _, connection = await loop.connect_accepted_socket(lambda: Connection(processor, "PLAINTEXT", "x"), ours)
+    fetch = api(ApiKey.FETCH)
+    from broker.network.request_channel import Request
+
+    requests = [Request(connection, fetch, 12, i, "c", None, 0, 12) for i in range(3)]
+    for r in requests:
+        connection.enqueue(r)
+        connection.handled(r)
+    for i, r in enumerate(requests):
+        region = FileRegion(fd, 4, len(data), lambda: view[4:])
+        partition = FetchResponse.PartitionData(partition_index=i, records=region)
+        body = FetchResponse(
+            responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[partition])]
+        )
+        connection.complete(r, body)
+    theirs.setblocking(False)
+    received = bytearray()
+    from protocol.frame import encode_response
+
+    frame_size = sum(len(p) for p in encode_response(fetch, 12, 0, body))  # every frame is this long
+    while len(received) < 3 * frame_size:
+        try:
+            chunk = await loop.sock_recv(theirs, 1 << 16)
+        except BlockingIOError:
+            continue
+        assert chunk
+        received += chunk
+        await asyncio.sleep(0)  # a slow reader: the broker's socket fills up again and again
+    pos = 0
+    for i in range(3):
+        size = struct.unpack_from(">i", received, pos)[0]
+        frame = bytes(received[pos + 4 : pos + 4 + size])
+        pos += 4 + size
+        assert struct.unpack_from(">i", frame)[0] == i
+        decoded = FetchResponse.decode(frame[5:], 12)
+        assert bytes(decoded.responses[0].partitions[0].records) == data
+    connection.close()
+    theirs.close()
+    os.close(fd)
