@@ -219,6 +219,9 @@ BROKER_CONFIG = (
     .define("log.message.timestamp.type", _S, "CreateTime", one_of("CreateTime", "LogAppendTime"))
     .define("log.message.timestamp.before.max.ms", _L, LONG_MAX, _NON_NEGATIVE)
     .define("log.message.timestamp.after.max.ms", _L, LONG_MAX, _NON_NEGATIVE)
+    .define("log.message.timestamp.difference.max.ms", _L, LONG_MAX, _NON_NEGATIVE)
+    .define("log.message.downconversion.enable", _B, True)
+    .define("log.message.format.version", _S, "3.0-IV1")
     .define("log.preallocate", _B, False)
     .define("message.max.bytes", _I, 1048588, _NON_NEGATIVE)
     .define(

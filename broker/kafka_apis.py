@@ -1,8 +1,10 @@
 """KafkaApis: the request handlers, dispatched by api key.
 
-Each handler takes a decoded ``Request`` and returns the response message (or None when the request
-gets no response). The ApiVersions response advertises exactly the APIs that have a handler here, at
-the ranges of ``broker.api_versions``.
+Each handler takes a decoded ``Request`` and returns the response message (None when the request gets
+no response, as an acks=0 Produce). This module holds the cluster and data-plane handlers; the admin
+handlers (topics, configs, producer ids) live in ``broker.admin_apis`` and are merged in. The
+ApiVersions response advertises exactly the APIs that have a handler, at the ranges of
+``broker.api_versions``.
 """
 
 from __future__ import annotations
@@ -10,19 +12,32 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from broker.api_versions import ADVERTISED_VERSIONS
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
+from broker.network.send import FileRegion
+from broker.partition import READ_COMMITTED
+from broker.replica_manager import FetchParams, FetchPartitionRequest, ReplicaManager
+from protocol import record_batch
 from protocol.api import Api, ApiKey, api
-from protocol.errors import ErrorCode
+from protocol.compression import ZSTD
+from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     ApiVersionsResponse,
     DescribeClusterResponse,
+    FetchResponse,
+    LeaderAndIsrResponse,
+    ListOffsetsResponse,
     Message,
     MetadataResponse,
+    ProduceResponse,
+    StopReplicaResponse,
+    UpdateMetadataResponse,
 )
-from protocol.topic import is_internal, topic_name_error
+from protocol.topic import INTERNAL_TOPICS, is_internal, topic_name_error
+from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +45,50 @@ Handler = Callable[[Request], Awaitable[Message | None]]
 
 # Kafka leaves authorized-operation fields at INT_MIN when the client did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+INT32_MAX = 2**31 - 1
 # KIP-511: what a client may call itself (Kafka answers INVALID_REQUEST otherwise; Samsa only logs).
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_EMPTY_RECORDS = b""
+
+
+def _batches_use_zstd(records: Any) -> bool:
+    return any(h.compression == ZSTD for _, h in record_batch.iter_headers(records))
+
+
+def _batches_have_old_magic(records: Any) -> bool:
+    # The magic byte sits at offset 16 of every batch (v0/v1 message sets included).
+    pos, n = 0, len(records)
+    while pos + 17 <= n:
+        if records[pos + 16] != record_batch.MAGIC:
+            return True
+        pos += 12 + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+    return False
 
 
 class KafkaApis:
-    def __init__(self, broker_id: int, metadata_cache: MetadataCache) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        extra_handlers: dict[int, Handler] | None = None,
+        auto_create_topic: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
+        self.replica_manager = replica_manager
+        self._auto_create_topic = auto_create_topic
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
+            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKey.STOP_REPLICA: self.handle_stop_replica,
+            **(extra_handlers or {}),
         }
         self._supported: dict[int, tuple[Api, int, int]] = {}
         for key in self._handlers:
@@ -103,16 +150,53 @@ class KafkaApis:
             for b, e in self.metadata_cache.alive_endpoints(listener)
         ]
 
+    def _topic_metadata(self, name: str) -> Message:
+        cache = self.metadata_cache
+        partitions = []
+        for p in sorted(cache.partitions(name).values(), key=lambda p: p.partition):
+            leader_alive = p.leader >= 0 and cache.is_alive(p.leader)
+            partitions.append(
+                MetadataResponse.MetadataResponsePartition(
+                    error_code=ErrorCode.NONE if leader_alive else ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=p.partition,
+                    leader_id=p.leader if leader_alive else -1,
+                    leader_epoch=p.leader_epoch,
+                    replica_nodes=list(p.replicas),
+                    isr_nodes=list(p.isr),
+                    offline_replicas=list(p.offline_replicas),
+                )
+            )
+        return MetadataResponse.MetadataResponseTopic(
+            error_code=ErrorCode.NONE,
+            name=name,
+            topic_id=cache.topic_id(name),
+            is_internal=is_internal(name),
+            partitions=partitions,
+            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
     async def handle_metadata(self, request: Request) -> Message:
         body = request.body
         requested = body.topics
         if requested is not None and not requested and request.version == 0:
             requested = None  # in v0 an empty list means every topic
+        # Before v4 every Metadata request may create topics; from v4 the client says.
+        allow_auto_create = request.version < 4 or body.allow_auto_topic_creation
         names = self.metadata_cache.topic_names() if requested is None else [t.name for t in requested]
         topics = []
         for name in names:
-            reason = topic_name_error(name)
-            error = ErrorCode.INVALID_TOPIC_EXCEPTION if reason else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if self.metadata_cache.contains(name):
+                topics.append(self._topic_metadata(name))
+                continue
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if topic_name_error(name):
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif allow_auto_create and self._auto_create_topic is not None and name not in INTERNAL_TOPICS:
+                try:
+                    await self._auto_create_topic(name)
+                    error = ErrorCode.LEADER_NOT_AVAILABLE  # the client retries until leaders are elected
+                except KafkaError as e:
+                    error = e.code
             topics.append(
                 MetadataResponse.MetadataResponseTopic(
                     error_code=error,
@@ -126,7 +210,8 @@ class KafkaApis:
             throttle_time_ms=0,
             brokers=self._broker_list(request.listener),
             cluster_id=self.metadata_cache.cluster_id,
-            controller_id=self.metadata_cache.controller_id,
+            # Clients send admin requests to the "controller"; any broker serves them, so name ourselves.
+            controller_id=self.broker_id,
             topics=topics,
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
@@ -139,7 +224,7 @@ class KafkaApis:
             error_code=ErrorCode.NONE,
             endpoint_type=1,  # brokers
             cluster_id=self.metadata_cache.cluster_id,
-            controller_id=self.metadata_cache.controller_id,
+            controller_id=self.broker_id,
             brokers=[
                 DescribeClusterResponse.DescribeClusterBroker(
                     broker_id=b.id, host=e.host, port=e.port, rack=b.rack
@@ -147,4 +232,228 @@ class KafkaApis:
                 for b, e in self.metadata_cache.alive_endpoints(request.listener)
             ],
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    # -- Produce ----------------------------------------------------------------------------------
+
+    async def handle_produce(self, request: Request) -> Message | None:
+        body, version = request.body, request.version
+        acks = body.acks
+        errors: dict[tuple[str, int], tuple[int, str | None]] = {}
+        entries = []
+        for topic in body.topic_data:
+            for p in topic.partition_data:
+                tp = (topic.name, p.index)
+                records = p.records
+                if acks not in (-1, 0, 1):
+                    errors[tp] = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
+                elif is_internal(topic.name):
+                    errors[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name} is internal")
+                elif records is None or len(records) == 0:
+                    errors[tp] = (ErrorCode.NONE, None)
+                elif _batches_have_old_magic(records):
+                    errors[tp] = (
+                        ErrorCode.INVALID_RECORD,
+                        f"Produce v{version} takes record batches of magic 2 only",
+                    )
+                elif version < 7 and _batches_use_zstd(records):
+                    errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+                else:
+                    entries.append((topic.name, p.index, records))
+        results = self.replica_manager.append_records(entries, acks)
+        if acks == -1 and any(r.error == ErrorCode.NONE for r in results.values()):
+            waiting = self.replica_manager.wait_for_acks(results, body.timeout_ms)
+            results = await waiting if not isinstance(waiting, dict) else waiting
+        if acks == 0:
+            failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
+                tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
+            ]
+            if failed:
+                # acks=0 producers read no response; closing the connection is how they learn (Kafka).
+                log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
+                request.connection.close()
+            return None
+        responses = []
+        for topic in body.topic_data:
+            partitions = []
+            for p in topic.partition_data:
+                tp = (topic.name, p.index)
+                if tp in errors:
+                    code, message = errors[tp]
+                    partitions.append(
+                        ProduceResponse.PartitionProduceResponse(
+                            index=p.index, error_code=code, error_message=message
+                        )
+                    )
+                    continue
+                r = results[tp]
+                partitions.append(
+                    ProduceResponse.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=r.error,
+                        base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time,
+                        log_start_offset=r.log_start_offset,
+                        error_message=r.message if r.error else None,
+                    )
+                )
+            responses.append(
+                ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions)
+            )
+        return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+    # -- Fetch ------------------------------------------------------------------------------------
+
+    async def handle_fetch(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        if version >= 7 and body.session_id != 0:
+            # Samsa hands out no incremental fetch sessions (KIP-227 allows that: every fetch is full).
+            return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+        params = FetchParams(
+            replica_id=body.replica_id,
+            max_wait_ms=body.max_wait_ms,
+            min_bytes=body.min_bytes,
+            max_bytes=body.max_bytes if version >= 3 else INT32_MAX,
+            isolation_level=body.isolation_level,
+        )
+        requests = [
+            FetchPartitionRequest(
+                topic.topic,
+                p.partition,
+                p.fetch_offset,
+                p.partition_max_bytes,
+                p.current_leader_epoch,
+                p.log_start_offset,
+            )
+            for topic in body.topics
+            for p in topic.partitions
+        ]
+        pending = self.replica_manager.fetch_messages(params, requests)
+        results = pending if isinstance(pending, dict) else await pending
+        responses = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                r = results[(topic.topic, p.partition)]
+                records: Any = _EMPTY_RECORDS
+                error = r.error
+                info = r.info
+                if info is not None and info.length:
+                    if version < 10 and _batches_use_zstd(info.records):
+                        error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                    else:
+                        records = FileRegion(
+                            info.fd, info.position, info.length, lambda info=info: info.records
+                        )
+                aborted = None
+                if r.aborted is not None:
+                    aborted = [
+                        FetchResponse.AbortedTransaction(
+                            producer_id=a.producer_id, first_offset=a.first_offset
+                        )
+                        for a in r.aborted
+                    ]
+                partitions.append(
+                    FetchResponse.PartitionData(
+                        partition_index=p.partition,
+                        error_code=error,
+                        high_watermark=r.high_watermark,
+                        last_stable_offset=r.last_stable_offset,
+                        log_start_offset=r.log_start_offset,
+                        aborted_transactions=aborted if params.isolation_level == READ_COMMITTED else None,
+                        preferred_read_replica=-1,
+                        records=records,
+                    )
+                )
+            responses.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
+        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+    # -- ListOffsets ------------------------------------------------------------------------------
+
+    def _list_offset(self, body: Message, topic: str, p: Message) -> Message:
+        response = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=p.partition_index)
+        try:
+            partition = self.replica_manager.leader_partition(topic, p.partition_index)
+            partition.check_leader_epoch(p.current_leader_epoch)
+        except KafkaError as e:
+            response.error_code, response.offset, response.timestamp = e.code, -1, -1
+            return response
+        lg = partition.log
+        assert lg is not None
+        from_consumer = body.replica_id < 0
+        bound = partition.upper_bound(body.isolation_level) if from_consumer else lg.log_end_offset
+        if p.timestamp == LATEST_TIMESTAMP:
+            found_offset, found_ts, epoch = bound, -1, lg.latest_epoch
+        elif p.timestamp == EARLIEST_TIMESTAMP:
+            found_offset, found_ts, epoch = lg.log_start_offset, -1, None
+        else:
+            found = lg.offset_for_timestamp(p.timestamp)
+            if found is None or found.offset >= bound:
+                found_offset, found_ts, epoch = -1, -1, None
+            else:
+                found_offset, found_ts, epoch = found.offset, found.timestamp, found.leader_epoch
+        response.offset, response.timestamp = found_offset, found_ts
+        response.leader_epoch = -1 if epoch is None else epoch
+        response.old_style_offsets = [found_offset] if found_offset >= 0 else []
+        return response
+
+    async def handle_list_offsets(self, request: Request) -> Message:
+        body = request.body
+        return ListOffsetsResponse(
+            throttle_time_ms=0,
+            topics=[
+                ListOffsetsResponse.ListOffsetsTopicResponse(
+                    name=t.name, partitions=[self._list_offset(body, t.name, p) for p in t.partitions]
+                )
+                for t in body.topics
+            ],
+        )
+
+    # -- the controller's requests ----------------------------------------------------------------
+
+    async def handle_leader_and_isr(self, request: Request) -> Message:
+        error, errors, topic_ids = self.replica_manager.become_leader_or_follower(
+            request.body, request.version
+        )
+        if request.version < 5:
+            return LeaderAndIsrResponse(
+                error_code=error,
+                partition_errors=[
+                    LeaderAndIsrResponse.LeaderAndIsrPartitionError(
+                        topic_name=t, partition_index=p, error_code=code
+                    )
+                    for (t, p), code in errors.items()
+                ],
+            )
+        by_topic: dict[str, list[Message]] = {}
+        for (t, p), code in errors.items():
+            by_topic.setdefault(t, []).append(
+                LeaderAndIsrResponse.LeaderAndIsrPartitionError(partition_index=p, error_code=code)
+            )
+        return LeaderAndIsrResponse(
+            error_code=error,
+            topics=[
+                LeaderAndIsrResponse.LeaderAndIsrTopicError(topic_id=topic_ids[t], partition_errors=errs)
+                for t, errs in by_topic.items()
+            ],
+        )
+
+    async def handle_update_metadata(self, request: Request) -> Message:
+        error = self.replica_manager.check_controller(request.body, "UpdateMetadata")
+        if error == ErrorCode.NONE:
+            for tp in self.metadata_cache.update(request.body, request.version):
+                self.replica_manager.fetch_purgatory.check(tp)
+                self.replica_manager.produce_purgatory.check(tp)
+        return UpdateMetadataResponse(error_code=error)
+
+    async def handle_stop_replica(self, request: Request) -> Message:
+        error, errors = self.replica_manager.stop_replicas(request.body, request.version)
+        return StopReplicaResponse(
+            error_code=error,
+            partition_errors=[
+                StopReplicaResponse.StopReplicaPartitionError(
+                    topic_name=t, partition_index=p, error_code=code
+                )
+                for (t, p), code in errors.items()
+            ],
         )

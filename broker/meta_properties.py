@@ -34,6 +34,17 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def stored_cluster_id(log_dirs: list[str]) -> str:
+    """The cluster id a log dir already records, or a new one (what a new cluster will be called)."""
+    for d in log_dirs:
+        path = Path(d) / FILE_NAME
+        if path.exists():
+            found = read_properties(path.read_text(encoding="utf-8")).get("cluster.id")
+            if found:
+                return found
+    return new_cluster_id()
+
+
 def ensure_meta_properties(log_dirs: list[str], broker_id: int, cluster_id: str | None = None) -> str:
     """Checks (or writes) meta.properties in each log dir and returns the cluster id.
 

@@ -1,19 +1,34 @@
-"""KafkaServer: starts the broker's parts in order, and stops them cleanly on SIGTERM/SIGINT."""
+"""KafkaServer: starts the broker's parts in Kafka's order and stops them cleanly on SIGTERM/SIGINT.
+
+Startup: ZooKeeper session and layout, the cluster id (checked against meta.properties), the logs
+(recovered off the event loop), the replica manager and request handlers, the listeners bound, the
+broker registered in /brokers/ids (which tells the controller it is alive), then requests are served
+and the periodic log tasks run. After a ZooKeeper session expires the broker registers again under
+the new session (and so with a new broker epoch).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 
 from broker.config import KafkaConfig
 from broker.handler_pool import KafkaRequestHandlerPool
 from broker.kafka_apis import KafkaApis
-from broker.meta_properties import ensure_meta_properties
+from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from broker.network.acceptor import Acceptor, ConnectionQuotas
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
+from broker.replica_manager import ReplicaManager
+from broker.zk import znodes
+from broker.zk.client import ZkClient
+from broker.zk.kafka_zk_client import KafkaZkClient
+from protocol import record_batch
+from storage.config import LogConfig
+from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +36,54 @@ log = logging.getLogger(__name__)
 class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
+        self.broker_id = config.broker_id
         self.acceptors: list[Acceptor] = []
         self.processors: list[Processor] = []
+        self.zk: ZkClient | None = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
         self._handler_pool: KafkaRequestHandlerPool | None = None
-        self._idle_task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._registration: znodes.BrokerRegistration | None = None
         self._stopped = asyncio.Event()
+
+    @property
+    def prefix(self) -> str:
+        return f"[KafkaServer id={self.broker_id}]"
 
     async def startup(self) -> None:
         config = self.config
-        broker_id = config.broker_id
-        if broker_id < 0:
-            raise ValueError("broker.id must be set (generated broker ids need zookeeper.connect)")
-        cluster_id = ensure_meta_properties(config.log_dirs, broker_id)
+        if self.broker_id < 0:
+            raise ValueError("broker.id must be set (generated broker ids are not supported)")
+        if not config["zookeeper.connect"]:
+            raise ValueError("zookeeper.connect must be set")
+        loop = asyncio.get_running_loop()
+        session_ms = config["zookeeper.session.timeout.ms"]
+        self.zk = ZkClient(config["zookeeper.connect"], session_ms)
+        await self.zk.start(timeout=(config["zookeeper.connection.timeout.ms"] or session_ms) / 1000)
+        self.kafka_zk = KafkaZkClient(self.zk)
+        await self.kafka_zk.create_top_level_paths()
+        cluster_id = await self.kafka_zk.get_or_create_cluster_id(stored_cluster_id(config.log_dirs))
+        ensure_meta_properties(config.log_dirs, self.broker_id, cluster_id)
+
+        default_log_config = LogConfig.from_broker_props(config.originals)
+        topic_configs = await self._load_topic_configs(default_log_config)
+        self.log_manager = await loop.run_in_executor(
+            None,
+            lambda: LogManager(
+                config.log_dirs,
+                default_log_config,
+                record_batch,
+                topic_configs=topic_configs,
+                recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
+                producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
+            ),
+        )
         self.metadata_cache = MetadataCache(cluster_id)
-        self.apis = KafkaApis(broker_id, self.metadata_cache)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata_cache)
+        self.apis = KafkaApis(self.broker_id, self.metadata_cache, self.replica_manager)
         channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, self.apis, config["num.io.threads"])
         self._handler_pool.start()
@@ -59,43 +108,135 @@ class KafkaServer:
                 )
             )
         bound = {a.endpoint.listener: a.port for a in self.acceptors}
-        endpoints = {}
+        endpoints: dict[str, BrokerEndpoint] = {}
+        protocols: dict[str, str] = {}
         for listener in bound:
             advertised = config.advertised_endpoint(listener)
             # A listener on port 0 binds an ephemeral port; advertise the port it actually got.
             endpoints[listener] = BrokerEndpoint(advertised.host, advertised.port or bound[listener])
-        self.metadata_cache.add_broker(BrokerInfo(broker_id, config["broker.rack"], endpoints))
-        self.metadata_cache.controller_id = broker_id
+            protocols[listener] = advertised.security_protocol
+        # Until the controller's first UpdateMetadata, the broker knows of itself only.
+        self.metadata_cache.add_broker(BrokerInfo(self.broker_id, config["broker.rack"], endpoints))
+        self._registration = znodes.BrokerRegistration(
+            self.broker_id,
+            {k: (e.host, e.port) for k, e in endpoints.items()},
+            protocols,
+            config["broker.rack"],
+        )
+        await self._register()
+        self.zk.add_session_listener(self._on_session_state)
         for acceptor in self.acceptors:
             acceptor.start()
-        idle_ms = config["connections.max.idle.ms"]
-        if idle_ms >= 0:
-            self._idle_task = asyncio.get_running_loop().create_task(
-                self._close_idle_connections(idle_ms / 1000)
-            )
+        self._start_periodic_tasks()
         listeners = ", ".join(f"{a.endpoint.listener}://{a.endpoint.host}:{a.port}" for a in self.acceptors)
-        log.info(
-            "[KafkaServer id=%d] started (cluster %s); listening on %s", broker_id, cluster_id, listeners
-        )
+        log.info("%s started (cluster %s); listening on %s", self.prefix, cluster_id, listeners)
 
-    async def _close_idle_connections(self, max_idle: float) -> None:
-        interval = min(max(max_idle / 10, 0.05), 30.0)
+    async def _load_topic_configs(self, defaults: LogConfig) -> dict[str, LogConfig]:
+        assert self.zk is not None
+        configs: dict[str, LogConfig] = {}
+        for topic in await self.zk.get_children(znodes.CONFIG_TOPICS) or []:
+            found = await self.zk.get(znodes.topic_config_path(topic))
+            if found is not None:
+                configs[topic] = LogConfig.from_props(znodes.decode_config(found[0]), defaults)
+        return configs
+
+    async def _register(self) -> None:
+        assert self._registration is not None and self.replica_manager is not None
+        epoch = await self.kafka_zk.register_broker(
+            self._registration, wait_for_old=2 * self.config["zookeeper.session.timeout.ms"] / 1000
+        )
+        self.replica_manager.broker_epoch = epoch
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "CONNECTED" and self._registration is not None and not self._stopped.is_set():
+            # After LOST kazoo opens a new session, in which the ephemeral registration must be made again.
+            self._spawn(self._reregister(), "reregister")
+
+    async def _reregister(self) -> None:
+        assert self.zk is not None and self._registration is not None
+        found = await self.zk.get(znodes.broker_path(self.broker_id))
+        if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+            return
+        log.info("%s ZooKeeper session renewed; registering again", self.prefix)
+        await self._register()
+
+    def _spawn(self, coro, name: str) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
+
+    # -- periodic work ----------------------------------------------------------------------------
+
+    def _start_periodic_tasks(self) -> None:
+        config, logs = self.config, self.log_manager
+        assert logs is not None and self.replica_manager is not None
+        flush_interval = config["log.flush.scheduler.interval.ms"]
+        schedule: list[tuple[str, float, Callable[[], object]]] = [
+            ("log-retention", config["log.retention.check.interval.ms"], logs.cleanup_logs),
+            ("delete-pending", 5_000, logs.delete_pending_dirs),
+            (
+                "recovery-point-checkpoint",
+                config["log.flush.offset.checkpoint.interval.ms"],
+                logs.checkpoint_recovery_offsets,
+            ),
+            (
+                "log-start-checkpoint",
+                config["log.flush.start.offset.checkpoint.interval.ms"],
+                logs.checkpoint_log_start_offsets,
+            ),
+            (
+                "high-watermark-checkpoint",
+                config["replica.high.watermark.checkpoint.interval.ms"],
+                logs.checkpoint_high_watermarks,
+            ),
+            ("producer-expiration", 600_000, logs.remove_expired_producers),
+        ]
+        if flush_interval < 2**62:
+            schedule.append(("log-flush", flush_interval, logs.flush_dirty_logs))
+        for name, interval_ms, work in schedule:
+            if interval_ms > 0:
+                self._spawn(self._every(interval_ms / 1000, work, name), name)
+        self._spawn(self._close_idle_connections(), "idle-connections")
+        if config["log.cleaner.enable"]:
+            logs.start_cleaner(config["log.cleaner.threads"])
+
+    async def _every(self, seconds: float, work: Callable[[], object], name: str) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await loop.run_in_executor(None, work)  # file work (fsync, unlink) stays off the loop
+            except Exception:
+                log.exception("%s periodic task %s failed", self.prefix, name)
+
+    async def _close_idle_connections(self) -> None:
+        max_idle_ms = self.config["connections.max.idle.ms"]
+        if max_idle_ms < 0:
+            return
+        interval = min(max(max_idle_ms / 10_000, 0.05), 30.0)
         while True:
             await asyncio.sleep(interval)
             for processor in self.processors:
-                processor.close_idle(max_idle)
+                processor.close_idle(max_idle_ms / 1000)
+
+    # -- shutdown ---------------------------------------------------------------------------------
 
     async def shutdown(self) -> None:
-        log.info("[KafkaServer id=%d] shutting down", self.config.broker_id)
+        log.info("%s shutting down", self.prefix)
         for acceptor in self.acceptors:
             await acceptor.close()
-        if self._idle_task is not None:
-            self._idle_task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for processor in self.processors:
             processor.close_all()
         if self._handler_pool is not None:
             await self._handler_pool.shutdown()
-        log.info("[KafkaServer id=%d] shut down completed", self.config.broker_id)
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.log_manager is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
+        if self.zk is not None:
+            await self.zk.close()  # ends the session: the registration disappears at once
+        log.info("%s shut down completed", self.prefix)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -105,6 +246,8 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
-        await self.startup()
-        await self._stopped.wait()
-        await self.shutdown()
+        try:
+            await self.startup()
+            await self._stopped.wait()
+        finally:
+            await self.shutdown()

@@ -29,17 +29,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A real ``samsa broker`` process on a free port, stopped by PID after the test."""
-    process = BrokerProcess(tmp_path / "broker")
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
 @pytest.fixture(scope="session")
 def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """One real ZooKeeper (Debian's package) for the whole run; tests isolate themselves by chroot."""
@@ -61,3 +50,14 @@ _chroots = itertools.count()
 def zookeeper(zookeeper_server: ZooKeeperServer) -> str:
     """A connect string with a chroot of this test's own: ``127.0.0.1:PORT/samsa-test-N``."""
     return f"{zookeeper_server.connect_string}/samsa-test-{next(_chroots)}"
+
+
+@pytest.fixture
+def broker(tmp_path: Path, zookeeper: str) -> Iterator[BrokerProcess]:
+    """A real ``samsa broker`` process on a free port, stopped by PID after the test."""
+    process = BrokerProcess(tmp_path / "broker", zookeeper)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()

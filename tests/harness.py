@@ -36,7 +36,9 @@ def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Pope
 class BrokerProcess:
     """A ``samsa broker`` child process with its own log dir and log file."""
 
-    def __init__(self, workdir: Path, broker_id: int = 1, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, workdir: Path, zookeeper: str, broker_id: int = 1, overrides: dict[str, str] | None = None
+    ) -> None:
         self.workdir = workdir
         self.broker_id = broker_id
         self.port = free_port()
@@ -44,6 +46,8 @@ class BrokerProcess:
             "broker.id": str(broker_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(workdir / "logs"),
+            "zookeeper.connect": zookeeper,
+            "zookeeper.session.timeout.ms": "6000",
             **(overrides or {}),
         }
         self.log_path = workdir / "broker.log"
@@ -65,9 +69,19 @@ class BrokerProcess:
         )
         try:
             wait_for_port("127.0.0.1", self.port, timeout, self.process)
+            self._wait_for_log("started (cluster", timeout)
         except Exception:
             self.stop()
             raise RuntimeError(f"broker did not start; its log:\n{self.log()}") from None
+
+    def _wait_for_log(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{text!r} not logged within {timeout} s")
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"process exited with {self.process.returncode}")
+            time.sleep(0.02)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -150,3 +164,73 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class ControllerProcess:
+    """A ``samsa controller`` child process on a free port, with its own log file; stopped by PID."""
+
+    def __init__(
+        self, workdir: Path, controller_id: int, zookeeper: str, overrides: dict[str, str] | None = None
+    ) -> None:
+        self.workdir = workdir
+        self.controller_id = controller_id
+        self.zookeeper = zookeeper
+        self.port = free_port()
+        self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **(overrides or {})}
+        self.log_path = workdir / f"controller-{controller_id}.log"
+        self.process: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> ControllerProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "broker.cli", "controller", "--id", str(self.controller_id)]
+        args += ["--zookeeper", self.zookeeper]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self._log = open(self.log_path, "ab")  # handed to the child; closed in stop()
+        self.process = subprocess.Popen(
+            args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy()
+        )
+        try:
+            wait_for_port("127.0.0.1", self.port, timeout, self.process)
+        except Exception:
+            self.stop()
+            raise RuntimeError(f"controller did not start; its log:\n{self.log()}") from None
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, sig: int) -> None:
+        """SIGKILL, SIGSTOP, SIGCONT, ... to this process only."""
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGCONT (in case it is paused), SIGTERM, then SIGKILL if it does not exit in time."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return self.process.returncode

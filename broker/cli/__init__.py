@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def setup_logging(level: str | None = None) -> None:
     level = (level or os.environ.get("SAMSA_LOG_LEVEL") or "INFO").upper()
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    # kazoo narrates every connection at INFO; its session changes are logged by broker.zk.client.
+    logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 def _usage() -> str:

@@ -169,8 +169,8 @@ def test_a_flood_of_connections(broker: BrokerProcess) -> None:
 
 
 @pytest.fixture
-def limited_broker(tmp_path: Path, request: pytest.FixtureRequest):
-    process = BrokerProcess(tmp_path / "limited", overrides=request.param)
+def limited_broker(tmp_path: Path, zookeeper: str, request: pytest.FixtureRequest):
+    process = BrokerProcess(tmp_path / "limited", zookeeper, overrides=request.param)
     process.start()
     yield process
     process.stop()
@@ -224,7 +224,7 @@ def test_sigterm_shuts_down_cleanly(broker: BrokerProcess) -> None:
     assert "shut down completed" in broker.log()
 
 
-def test_a_bad_config_fails_at_start_naming_the_setting(tmp_path: Path) -> None:
-    process = BrokerProcess(tmp_path / "bad", overrides={"num.io.threads": "zero"})
+def test_a_bad_config_fails_at_start_naming_the_setting(tmp_path: Path, zookeeper: str) -> None:
+    process = BrokerProcess(tmp_path / "bad", zookeeper, overrides={"num.io.threads": "zero"})
     with pytest.raises(RuntimeError, match=r"num\.io\.threads"):
         process.start(timeout=10)

@@ -1,0 +1,194 @@
+"""Partition: one partition's replica on this broker: its role, leader epoch, ISR and high watermark.
+
+The controller decides the role (LeaderAndIsr); the partition applies it, appends as leader, serves
+reads bounded by the high watermark (or the last stable offset for read_committed), and tracks each
+follower's log end offset to advance the high watermark (HW = min LEO over the ISR). Requests that
+name a leader epoch are fenced as KIP-320 says: older than ours is FENCED_LEADER_EPOCH, newer is
+UNKNOWN_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.append import LogAppendInfo
+from storage.errors import StorageError
+from storage.fetch import FetchDataInfo, LogOffsetMetadata
+from storage.log import Log
+from storage.producer_state import AppendOrigin
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def storage_error(e: StorageError) -> KafkaError:
+    """The Kafka error a storage exception stands for."""
+    return KafkaError(ErrorCode[e.error_name], str(e))
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of a follower: its log end offset and when it last caught up."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+
+
+class Partition:
+    def __init__(self, topic: str, partition: int, broker_id: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.broker_id = broker_id
+        self.topic_id = uuid.UUID(int=0)
+        self.log: Log | None = None
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.controller_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.followers: dict[int, FollowerState] = {}
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition} leader={self.leader_id} epoch={self.leader_epoch})"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas if self.log is not None else 1
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    # -- role changes ---------------------------------------------------------------------------
+
+    def _apply_state(self, state: object, log_: Log, topic_id: uuid.UUID) -> None:
+        self.log = log_
+        self.leader_id = state.leader  # type: ignore[attr-defined]
+        self.leader_epoch = state.leader_epoch  # type: ignore[attr-defined]
+        self.partition_epoch = state.partition_epoch  # type: ignore[attr-defined]
+        self.controller_epoch = state.controller_epoch  # type: ignore[attr-defined]
+        self.replicas = tuple(state.replicas)  # type: ignore[attr-defined]
+        self.isr = tuple(state.isr)  # type: ignore[attr-defined]
+        if topic_id.int:
+            self.topic_id = topic_id
+
+    def make_leader(self, state: object, log_: Log, topic_id: uuid.UUID) -> bool:
+        """Becomes (or stays) leader; True if this broker was not leading this epoch before."""
+        was_leader = self.is_leader
+        self._apply_state(state, log_, topic_id)
+        log_.maybe_assign_epoch_start_offset(self.leader_epoch, log_.log_end_offset)
+        now = _now_ms()
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now if r in self.isr else 0)
+            for r in self.replicas
+            if r != self.broker_id
+        }
+        self.maybe_increment_high_watermark()
+        return not was_leader
+
+    def make_follower(self, state: object, log_: Log, topic_id: uuid.UUID) -> bool:
+        """Becomes a follower of ``state.leader``; True if the leader changed."""
+        previous = self.leader_id
+        self._apply_state(state, log_, topic_id)
+        self.followers = {}
+        return previous != self.leader_id
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320 fencing of a client's or follower's view of the leader epoch (-1: not given)."""
+        if current_leader_epoch == -1 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+        raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def _leader_log(self, current_leader_epoch: int = -1) -> Log:
+        if not self.is_leader or self.log is None:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {self.key}"
+            )
+        self.check_leader_epoch(current_leader_epoch)
+        return self.log
+
+    # -- appends --------------------------------------------------------------------------------
+
+    def append_records_to_leader(
+        self, records: memoryview, required_acks: int, origin: AppendOrigin
+    ) -> LogAppendInfo:
+        leader_log = self._leader_log()
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"the ISR of {self.topic}-{self.partition} is {list(self.isr)}, "
+                f"below min.insync.replicas={self.min_insync_replicas}",
+            )
+        try:
+            info = leader_log.append_as_leader(records, self.leader_epoch, origin)
+        except StorageError as e:
+            raise storage_error(e) from None
+        self.maybe_increment_high_watermark()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the ISR (the leader's own included); True if it moved."""
+        assert self.log is not None
+        new_hw = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                state = self.followers.get(replica)
+                new_hw = min(new_hw, state.log_end_offset if state else -1)
+        return new_hw >= 0 and self.log.maybe_increment_high_watermark(new_hw)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def upper_bound(self, isolation_level: int) -> int:
+        assert self.log is not None
+        return self.log.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation_level: int,
+        min_one_message: bool,
+        current_leader_epoch: int = -1,
+        from_follower: bool = False,
+    ) -> FetchDataInfo:
+        leader_log = self._leader_log(current_leader_epoch)
+        # A follower may read up to the log end; consumers only what is committed.
+        upper = None if from_follower else self.upper_bound(isolation_level)
+        try:
+            return leader_log.read(
+                fetch_offset,
+                max_bytes,
+                upper,
+                min_one_message,
+                include_aborted_transactions=isolation_level == READ_COMMITTED and not from_follower,
+            )
+        except StorageError as e:
+            raise storage_error(e) from None
+
+    def bytes_available(self, since: LogOffsetMetadata, isolation_level: int) -> int | None:
+        """Bytes between a fetch's position and what it may now read; None when it cannot be told
+        cheaply (another segment), which a waiting fetch treats as enough."""
+        assert self.log is not None
+        bound = self.upper_bound(isolation_level)
+        if bound <= since.message_offset:
+            return 0
+        end = self.log.log_end_offset_metadata
+        if end.message_offset == bound and end.on_same_segment(since):
+            return end.position_diff(since)
+        return None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

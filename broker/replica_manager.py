@@ -1,0 +1,413 @@
+"""ReplicaManager: the partitions this broker hosts, their roles, and the produce and fetch paths.
+
+It applies the controller's LeaderAndIsr and StopReplica (fencing stale controller, broker and leader
+epochs), appends producers' batches to the leaders' logs (acks=all waits in the produce purgatory
+until the high watermark passes the records), serves fetches (a fetch that finds too little data waits
+in the fetch purgatory until an append or a high-watermark move brings enough, or its max wait ends),
+and checkpoints the high watermarks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.metadata_cache import MetadataCache
+from broker.partition import READ_COMMITTED, Partition, storage_error
+from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import Message
+from storage.errors import StorageError
+from storage.fetch import FetchDataInfo
+from storage.log_manager import LogManager
+from storage.producer_state import AppendOrigin
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+DELETE_WHATEVER_THE_EPOCH = -2  # StopReplica's leader epoch sentinel
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    error: int = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    required_offset: int = -1  # acks=all: the high watermark must reach this (last offset + 1)
+
+
+@dataclass(slots=True)
+class FetchPartitionRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error: int = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    info: FetchDataInfo | None = None
+    aborted: list[Any] | None = field(default=None)
+
+
+class DelayedProduce(DelayedOperation):
+    def __init__(
+        self, timeout_ms: int, manager: ReplicaManager, results: dict[TopicPartition, ProducePartitionResult]
+    ):
+        super().__init__(timeout_ms)
+        self.manager = manager
+        self.results = results
+        self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.NONE}
+
+    def try_complete(self) -> bool:
+        for tp in list(self.pending):
+            partition = self.manager.get_partition(*tp)
+            result = self.results[tp]
+            if partition is None or not partition.is_leader or partition.log is None:
+                result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                self.pending.discard(tp)
+            elif partition.log.high_watermark >= result.required_offset:
+                if len(partition.isr) < partition.min_insync_replicas:
+                    result.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                self.pending.discard(tp)
+        return not self.pending and self.complete()
+
+    def on_complete(self) -> dict[TopicPartition, ProducePartitionResult]:
+        for tp in self.pending:
+            self.results[tp].error = ErrorCode.REQUEST_TIMED_OUT
+        return self.results
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        params: FetchParams,
+        requests: list[FetchPartitionRequest],
+        first: dict[TopicPartition, FetchPartitionResult],
+    ) -> None:
+        super().__init__(params.max_wait_ms)
+        self.manager = manager
+        self.params = params
+        self.requests = requests
+        self.first = first
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for request in self.requests:
+            partition = self.manager.get_partition(request.topic, request.partition)
+            result = self.first[(request.topic, request.partition)]
+            if partition is None or not partition.is_leader or partition.log is None or result.info is None:
+                return self.complete()  # leadership moved or the partition went: answer now
+            since = result.info.fetch_offset_metadata
+            if self.params.from_follower:
+                available = partition.log.log_end_offset > since.message_offset
+                accumulated += self.params.min_bytes if available else 0
+                continue
+            found = partition.bytes_available(since, self.params.isolation_level)
+            accumulated += self.params.min_bytes if found is None else found
+        return accumulated >= self.params.min_bytes and self.complete()
+
+    def on_complete(self) -> dict[TopicPartition, FetchPartitionResult]:
+        return self.manager.read_from_local_logs(self.params, self.requests)
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def leader_partition(self, topic: str, partition: int) -> Partition:
+        """This broker's leader replica of the partition, or the Kafka error a client should get."""
+        found = self._partitions.get((topic, partition))
+        if found is None:
+            if self.metadata_cache.partition(topic, partition) is not None:
+                raise KafkaError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by another broker"
+                )
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
+        if not found.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {topic}-{partition}"
+            )
+        return found
+
+    # -- the controller's requests --------------------------------------------------------------
+
+    def check_controller(self, request: Message, kind: str) -> int:
+        """STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH for a request from a deposed controller or meant
+        for an earlier incarnation of this broker; records a newer controller epoch."""
+        if request.controller_epoch < self.controller_epoch:
+            log.warning(
+                "ignoring %s from controller %d with epoch %d: the current controller epoch is %d",
+                kind,
+                request.controller_id,
+                request.controller_epoch,
+                self.controller_epoch,
+            )
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        broker_epoch = getattr(request, "broker_epoch", -1)
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            log.warning("ignoring %s for broker epoch %d (ours is %d)", kind, broker_epoch, self.broker_epoch)
+            return ErrorCode.STALE_BROKER_EPOCH
+        self.controller_epoch = request.controller_epoch
+        return ErrorCode.NONE
+
+    def become_leader_or_follower(
+        self, request: Message, version: int
+    ) -> tuple[int, dict[TopicPartition, int], dict[str, uuid.UUID]]:
+        """Applies LeaderAndIsr: (top-level error, per-partition errors, topic ids)."""
+        error = self.check_controller(request, "LeaderAndIsr")
+        states: list[tuple[str, uuid.UUID, Any]] = (
+            [(s.topic_name, uuid.UUID(int=0), s) for s in request.ungrouped_partition_states]
+            if version < 2
+            else [(t.topic_name, t.topic_id, s) for t in request.topic_states for s in t.partition_states]
+        )
+        topic_ids = {topic: topic_id for topic, topic_id, _ in states}
+        if error != ErrorCode.NONE:
+            return error, {(t, s.partition_index): error for t, _, s in states}, topic_ids
+        errors: dict[TopicPartition, int] = {}
+        for topic, topic_id, state in states:
+            tp = (topic, state.partition_index)
+            partition = self._partitions.get(tp)
+            if partition is not None and state.leader_epoch <= partition.leader_epoch:
+                log.info(
+                    "ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d",
+                    topic,
+                    state.partition_index,
+                    state.leader_epoch,
+                    partition.leader_epoch,
+                )
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            if self.broker_id not in state.replicas:
+                log.warning(
+                    "ignoring LeaderAndIsr for %s-%d: broker %d is not a replica", *tp, self.broker_id
+                )
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                errors[tp] = self._apply_leader_and_isr(tp, topic_id, state)
+            except StorageError as e:
+                log.error("cannot open the log of %s-%d: %s", *tp, e)
+                errors[tp] = storage_error(e).code
+        return ErrorCode.NONE, errors, topic_ids
+
+    def _apply_leader_and_isr(self, tp: TopicPartition, topic_id: uuid.UUID, state: Any) -> int:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            partition = self._partitions[tp] = Partition(tp[0], tp[1], self.broker_id)
+        log_ = self.log_manager.get_or_create_log(*tp)
+        if state.leader == self.broker_id:
+            if partition.make_leader(state, log_, topic_id):
+                log.info(
+                    "broker %d is now the leader of %s-%d at epoch %d",
+                    self.broker_id,
+                    *tp,
+                    state.leader_epoch,
+                )
+        else:
+            if partition.make_follower(state, log_, topic_id):
+                log.info(
+                    "broker %d now follows %d for %s-%d at epoch %d",
+                    self.broker_id,
+                    state.leader,
+                    *tp,
+                    state.leader_epoch,
+                )
+        # Waiting produces and fetches on this partition re-check (they fail over to the new leader).
+        self.produce_purgatory.check(tp)
+        self.fetch_purgatory.check(tp)
+        return ErrorCode.NONE
+
+    def stop_replicas(self, request: Message, version: int) -> tuple[int, dict[TopicPartition, int]]:
+        """Applies StopReplica: (top-level error, per-partition errors)."""
+        error = self.check_controller(request, "StopReplica")
+        if version == 0:
+            items = [
+                (p.topic_name, p.partition_index, DELETE_WHATEVER_THE_EPOCH, request.delete_partitions)
+                for p in request.ungrouped_partitions
+            ]
+        elif version < 3:
+            items = [
+                (t.name, i, DELETE_WHATEVER_THE_EPOCH, request.delete_partitions)
+                for t in request.topics
+                for i in t.partition_indexes
+            ]
+        else:
+            items = [
+                (t.topic_name, p.partition_index, p.leader_epoch, p.delete_partition)
+                for t in request.topic_states
+                for p in t.partition_states
+            ]
+        if error != ErrorCode.NONE:
+            return error, {(t, p): error for t, p, _, _ in items}
+        errors: dict[TopicPartition, int] = {}
+        for topic, index, leader_epoch, delete in items:
+            tp = (topic, index)
+            partition = self._partitions.get(tp)
+            if (
+                partition is not None
+                and leader_epoch not in (-1, DELETE_WHATEVER_THE_EPOCH)
+                and leader_epoch < partition.leader_epoch
+            ):
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            self._partitions.pop(tp, None)
+            if delete:
+                self.log_manager.async_delete(topic, index)
+                log.info("broker %d stopped and deleted its replica of %s-%d", self.broker_id, topic, index)
+            self.produce_purgatory.check(tp)
+            self.fetch_purgatory.check(tp)
+            errors[tp] = ErrorCode.NONE
+        return ErrorCode.NONE, errors
+
+    # -- produce --------------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        entries: Iterable[tuple[str, int, memoryview]],
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> dict[TopicPartition, ProducePartitionResult]:
+        """Appends to each partition's leader log; errors are per partition."""
+        results: dict[TopicPartition, ProducePartitionResult] = {}
+        for topic, index, records in entries:
+            tp = (topic, index)
+            try:
+                partition = self.leader_partition(topic, index)
+                info = partition.append_records_to_leader(records, required_acks, origin)
+            except KafkaError as e:
+                results[tp] = ProducePartitionResult(error=e.code, message=e.message)
+                continue
+            results[tp] = ProducePartitionResult(
+                base_offset=info.first_offset,
+                log_append_time=info.log_append_time,
+                log_start_offset=info.log_start_offset,
+                required_offset=info.last_offset + 1,
+            )
+            # New data below the high watermark (or for followers) may complete waiting fetches.
+            self.fetch_purgatory.check(tp)
+        return results
+
+    def wait_for_acks(self, results: dict[TopicPartition, ProducePartitionResult], timeout_ms: int) -> Any:
+        """acks=all: the results once every appended partition's high watermark has passed its records
+        (a future while some have not)."""
+        operation = DelayedProduce(timeout_ms, self, results)
+        return self.produce_purgatory.try_complete_else_watch(operation, results.keys())
+
+    # -- fetch ----------------------------------------------------------------------------------
+
+    def read_from_local_logs(
+        self, params: FetchParams, requests: list[FetchPartitionRequest]
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        budget = params.max_bytes
+        min_one_message = True
+        for request in requests:
+            tp = (request.topic, request.partition)
+            try:
+                partition = self.leader_partition(*tp)
+                info = partition.read(
+                    request.fetch_offset,
+                    max(0, min(request.max_bytes, budget)),
+                    params.isolation_level,
+                    min_one_message,
+                    request.current_leader_epoch,
+                    params.from_follower,
+                )
+            except KafkaError as e:
+                results[tp] = self._error_result(tp, e.code)
+                continue
+            if params.from_follower:
+                self.update_follower_fetch_state(partition, params.replica_id, request.fetch_offset)
+            budget -= info.length
+            if info.length:
+                min_one_message = False
+            assert partition.log is not None
+            results[tp] = FetchPartitionResult(
+                high_watermark=partition.log.high_watermark,
+                last_stable_offset=partition.log.last_stable_offset,
+                log_start_offset=partition.log.log_start_offset,
+                info=info,
+                aborted=info.aborted_transactions if params.isolation_level == READ_COMMITTED else None,
+            )
+        return results
+
+    def _error_result(self, tp: TopicPartition, code: int) -> FetchPartitionResult:
+        partition = self._partitions.get(tp)
+        if partition is not None and partition.log is not None:
+            lg = partition.log
+            return FetchPartitionResult(code, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset)
+        return FetchPartitionResult(code)
+
+    def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest]) -> Any:
+        """The fetch results now, or a future completed by the fetch purgatory (long poll)."""
+        results = self.read_from_local_logs(params, requests)
+        total = sum(r.info.length for r in results.values() if r.info is not None)
+        errors = any(r.error != ErrorCode.NONE for r in results.values())
+        if params.max_wait_ms <= 0 or not requests or total >= params.min_bytes or errors:
+            return results
+        operation = DelayedFetch(self, params, requests, results)
+        return self.fetch_purgatory.try_complete_else_watch(
+            operation, [(r.topic, r.partition) for r in requests]
+        )
+
+    def update_follower_fetch_state(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetching from ``fetch_offset`` has everything before it: the high watermark may
+        move, completing waiting acks=all produces."""
+        state = partition.followers.get(replica_id)
+        if state is None:
+            return
+        state.log_end_offset = fetch_offset
+        if partition.log is not None and fetch_offset >= partition.log.high_watermark:
+            state.last_caught_up_ms = int(time.time() * 1000)
+        if partition.maybe_increment_high_watermark():
+            self.produce_purgatory.check(partition.key)
+            self.fetch_purgatory.check(partition.key)
+
+    # -- housekeeping ---------------------------------------------------------------------------
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.checkpoint_high_watermarks()
+
+    def shutdown(self) -> None:
+        self.fetch_purgatory.complete_all()
+        self.produce_purgatory.complete_all()
