@@ -14,6 +14,7 @@ import logging
 import signal
 from collections.abc import Callable
 
+from broker.admin_apis import AdminApis
 from broker.config import KafkaConfig
 from broker.handler_pool import KafkaRequestHandlerPool
 from broker.kafka_apis import KafkaApis
@@ -42,6 +43,7 @@ class KafkaServer:
         self.zk: ZkClient | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.admin: AdminApis | None = None
         self._handler_pool: KafkaRequestHandlerPool | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
@@ -83,7 +85,16 @@ class KafkaServer:
         )
         self.metadata_cache = MetadataCache(cluster_id)
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata_cache)
-        self.apis = KafkaApis(self.broker_id, self.metadata_cache, self.replica_manager)
+        self.admin = AdminApis(
+            config, self.kafka_zk, self.metadata_cache, self.replica_manager, self.log_manager
+        )
+        self.apis = KafkaApis(
+            self.broker_id,
+            self.metadata_cache,
+            self.replica_manager,
+            extra_handlers=self.admin.handlers(),
+            auto_create_topic=self.admin.auto_create_topic if config["auto.create.topics.enable"] else None,
+        )
         channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, self.apis, config["num.io.threads"])
         self._handler_pool.start()
@@ -123,6 +134,7 @@ class KafkaServer:
             protocols,
             config["broker.rack"],
         )
+        await self.admin.start()
         await self._register()
         self.zk.add_session_listener(self._on_session_state)
         for acceptor in self.acceptors:
@@ -230,6 +242,8 @@ class KafkaServer:
             processor.close_all()
         if self._handler_pool is not None:
             await self._handler_pool.shutdown()
+        if self.admin is not None:
+            await self.admin.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_manager is not None:

@@ -17,6 +17,10 @@ LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("broker.cli.broker_command:main", "run a broker"),
     "controller": ("controller.main:main", "run a controller (one is active, the others stand by)"),
+    "up": ("broker.cli.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
+    "topics": ("broker.cli.topics:main", "create, describe, alter, delete and list topics"),
+    "console-producer": ("broker.cli.console:producer_main", "produce lines from stdin"),
+    "console-consumer": ("broker.cli.console:consumer_main", "print records to stdout"),
 }
 
 
