@@ -96,7 +96,8 @@ def test_a_request_sent_one_byte_at_a_time(broker: BrokerProcess) -> None:
 
 def test_a_large_request_spanning_many_reads(broker: BrokerProcess) -> None:
     topics = [MetadataRequest.MetadataRequestTopic(name=f"topic-{i:06d}-" + "x" * 100) for i in range(3000)]
-    response = RawClient(broker.bootstrap).request(METADATA, 4, MetadataRequest(topics=topics))
+    request = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
+    response = RawClient(broker.bootstrap).request(METADATA, 4, request)
     assert len(response.topics) == 3000
     assert {t.error_code for t in response.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
@@ -104,7 +105,8 @@ def test_a_large_request_spanning_many_reads(broker: BrokerProcess) -> None:
 def test_metadata_flags_invalid_topic_names(broker: BrokerProcess) -> None:
     names = ["ok-topic", "bad/name", "", "x" * 250, ".."]
     topics = [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
-    response = RawClient(broker.bootstrap).request(METADATA, 8, MetadataRequest(topics=topics))
+    request = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
+    response = RawClient(broker.bootstrap).request(METADATA, 8, request)
     errors = {t.name: t.error_code for t in response.topics}
     assert errors["ok-topic"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     for bad in names[1:]:
