@@ -21,6 +21,7 @@ from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from broker.network.acceptor import Acceptor, ConnectionQuotas
+from broker.network.client import NetworkClient
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
 from broker.replica_manager import ReplicaManager
@@ -28,6 +29,9 @@ from broker.zk import znodes
 from broker.zk.client import ZkClient
 from broker.zk.kafka_zk_client import KafkaZkClient
 from protocol import record_batch
+from protocol.api import ApiKey, api
+from protocol.errors import ErrorCode
+from protocol.messages import ControlledShutdownRequest
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 
@@ -231,8 +235,58 @@ class KafkaServer:
 
     # -- shutdown ---------------------------------------------------------------------------------
 
+    async def _controlled_shutdown(self) -> None:
+        """Asks the active controller to move this broker's leaderships elsewhere before it stops
+        (Kafka's controlled shutdown), retrying as controlled.shutdown.max.retries allows."""
+        config = self.config
+        if not config["controlled.shutdown.enable"] or self.zk is None or self.replica_manager is None:
+            return
+        request = ControlledShutdownRequest(
+            broker_id=self.broker_id, broker_epoch=self.replica_manager.broker_epoch
+        )
+        for attempt in range(1, config["controlled.shutdown.max.retries"] + 1):
+            found = await self.zk.get(znodes.CONTROLLER)
+            endpoint = znodes.decode_controller_endpoint(found[0]) if found else None
+            if endpoint is None:
+                log.info("%s no active controller: shutting down without moving leadership", self.prefix)
+                return
+            client = NetworkClient(
+                *endpoint,
+                f"broker-{self.broker_id}",
+                request_timeout=config["controller.socket.timeout.ms"] / 1000,
+            )
+            try:
+                response = await client.send(api(ApiKey.CONTROLLED_SHUTDOWN), 3, request)
+            except (OSError, TimeoutError) as e:
+                response = None
+                log.warning("%s controlled shutdown attempt %d failed: %s", self.prefix, attempt, e)
+            finally:
+                await client.close()
+            if (
+                response is not None
+                and response.error_code == ErrorCode.NONE
+                and not response.remaining_partitions
+            ):
+                log.info("%s controlled shutdown succeeded", self.prefix)
+                return
+            if response is not None:
+                remaining = [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
+                log.info(
+                    "%s controlled shutdown attempt %d: error %s, still leading %s",
+                    self.prefix,
+                    attempt,
+                    ErrorCode(response.error_code).name,
+                    remaining,
+                )
+            await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
+        log.warning("%s controlled shutdown did not complete; shutting down anyway", self.prefix)
+
     async def shutdown(self) -> None:
         log.info("%s shutting down", self.prefix)
+        try:
+            await self._controlled_shutdown()
+        except Exception:
+            log.exception("%s controlled shutdown failed", self.prefix)
         for acceptor in self.acceptors:
             await acceptor.close()
         for task in self._tasks:

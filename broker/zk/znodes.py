@@ -187,12 +187,30 @@ class PartitionState:
         )
 
 
-def encode_controller(controller_id: int) -> bytes:
-    return _dump({"version": 1, "brokerid": controller_id, "timestamp": str(int(time.time() * 1000))})
+def encode_controller(controller_id: int, endpoints: list[str] | None = None) -> bytes:
+    """Kafka's /controller, plus ``endpoints``: the controller process's own listener (Samsa's
+    controller is not a broker, so brokers could not find it otherwise; Kafka's readers ignore it)."""
+    body: dict[str, Any] = {
+        "version": 1,
+        "brokerid": controller_id,
+        "timestamp": str(int(time.time() * 1000)),
+    }
+    if endpoints:
+        body["endpoints"] = endpoints
+    return _dump(body)
 
 
 def decode_controller(data: bytes) -> int:
     return int(_load(data)["brokerid"])
+
+
+def decode_controller_endpoint(data: bytes) -> tuple[str, int] | None:
+    """(host, port) of the active controller's first listener, if /controller names one."""
+    endpoints = _load(data).get("endpoints") or []
+    if not endpoints:
+        return None
+    host, _, port = endpoints[0].partition("://")[2].rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def encode_config(config: dict[str, str]) -> bytes:
