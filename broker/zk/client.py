@@ -85,6 +85,8 @@ class ZkClient:
         log.info("connected to ZooKeeper at %s (session 0x%x)", self.hosts, self.session_id)
 
     async def close(self) -> None:
+        self._session_listeners.clear()  # a deliberate close is not a lost session
+        self._loop = None
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._kazoo.stop)
         await loop.run_in_executor(None, self._kazoo.close)
