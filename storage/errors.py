@@ -1,0 +1,106 @@
+"""Exceptions raised by storage; each names the Kafka error the broker answers with (`error_name`)."""
+
+
+class StorageError(Exception):
+    """Base of every storage exception; `error_name` is the Kafka error code name the broker maps it to."""
+
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptRecordError(StorageError):
+    """A batch failed its framing or CRC check (Kafka's CorruptRecordException)."""
+
+    error_name = "CORRUPT_MESSAGE"
+
+
+class InvalidRecordError(StorageError):
+    """A batch is well formed but not acceptable (Kafka's InvalidRecordException)."""
+
+    error_name = "INVALID_RECORD"
+
+
+class MessageTooLargeError(StorageError):
+    """A batch is larger than max.message.bytes (Kafka's RecordTooLargeException)."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class RecordListTooLargeError(StorageError):
+    """The batches of one append are larger than segment.bytes (Kafka's RecordBatchTooLargeException)."""
+
+    error_name = "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime timestamp is further from now than message.timestamp.difference.max.ms."""
+
+    error_name = "INVALID_TIMESTAMP"
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read or log-start move names an offset outside what the log holds."""
+
+    error_name = "OFFSET_OUT_OF_RANGE"
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent batch's first sequence does not follow the producer's last one."""
+
+    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch carries an epoch older than the producer's current one (KIP-588)."""
+
+    error_name = "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch arrives while the producer has a transaction open."""
+
+    error_name = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker carries an older coordinator epoch than one already written."""
+
+    error_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the log end offset (the fetcher should truncate first)."""
+
+
+class OffsetsOutOfOrderError(StorageError):
+    """A follower append whose batches' offsets do not increase."""
+
+
+class InvalidConfigError(StorageError, ValueError):
+    """A topic config value is invalid; `key` names the bad setting."""
+
+    error_name = "INVALID_CONFIG"
+
+    def __init__(self, key: str, value: object, reason: str) -> None:
+        super().__init__(f"Invalid value {value!r} for configuration {key}: {reason}")
+        self.key = key
+        self.value = value
+
+
+class CorruptIndexError(StorageError):
+    """An index file fails its sanity check; the segment rebuilds it from the log."""
+
+
+class CorruptSnapshotError(StorageError):
+    """A producer-state snapshot fails its CRC or framing; it is deleted and an older one used."""
+
+
+class CorruptCheckpointError(StorageError):
+    """A checkpoint file cannot be parsed; the message names the file and line."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class LogDirInUseError(StorageError):
+    """Another process holds the log dir's .lock."""
+
+    error_name = "KAFKA_STORAGE_ERROR"

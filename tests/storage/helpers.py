@@ -1,0 +1,82 @@
+"""Helpers for storage tests: a controllable clock, batch builders, reading a whole log back."""
+
+from __future__ import annotations
+
+from protocol import record_batch as rb
+from storage.log import Log
+
+
+class Clock:
+    """Milliseconds that only move when a test says so."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+def batch(
+    values: list[bytes | None] | int = 1,
+    *,
+    keys: list[bytes | None] | None = None,
+    timestamp: int = 1_700_000_000_000,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    value_size: int = 10,
+) -> bytearray:
+    """A client-style batch (base offset 0) of the given values (or that many values of value_size bytes)."""
+    if isinstance(values, int):
+        values = [b"v" * value_size for _ in range(values)]
+    keys = keys if keys is not None else [None] * len(values)
+    records = [rb.Record(i, timestamp + i, k, v) for i, (k, v) in enumerate(zip(keys, values, strict=True))]
+    return bytearray(
+        rb.encode_batch(
+            records,
+            base_offset=0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=transactional,
+        )
+    )
+
+
+def marker(
+    producer_id: int,
+    producer_epoch: int,
+    *,
+    commit: bool,
+    coordinator_epoch: int = 0,
+    timestamp: int = 1_700_000_000_000,
+) -> bytearray:
+    return bytearray(
+        rb.encode_control_batch(
+            base_offset=0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            commit=commit,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=timestamp,
+        )
+    )
+
+
+def read_all(log: Log, start: int | None = None) -> list[rb.Record]:
+    """Every record from `start` (default the log start) to the log end, following segments."""
+    offset = log.log_start_offset if start is None else start
+    out: list[rb.Record] = []
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 30)
+        if data.length == 0:
+            break
+        view = data.records
+        for pos, header in rb.iter_headers(view):
+            out.extend(r for r in rb.decode_records(view, pos) if r.offset >= offset)
+            offset = header.last_offset + 1
+    return out

@@ -1,0 +1,216 @@
+"""Idempotence and transactions: duplicates, sequence gaps, epochs, snapshots, LSO and the .txnindex."""
+
+import os
+
+import pytest
+
+from storage.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
+from storage.producer_state import AppendOrigin
+from tests.storage.helpers import batch, marker, read_all
+
+PID = 1000
+
+
+def produce(log, seq, n=1, epoch=0, pid=PID, transactional=False):
+    return log.append_as_leader(
+        batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=transactional),
+        leader_epoch=0,
+    )
+
+
+def end_txn(log, commit, epoch=0, pid=PID, coordinator_epoch=0):
+    return log.append_as_leader(
+        marker(pid, epoch, commit=commit, coordinator_epoch=coordinator_epoch),
+        leader_epoch=0,
+        origin=AppendOrigin.COORDINATOR,
+    )
+
+
+def test_duplicate_of_any_of_the_last_five_batches_is_not_appended(make_log):
+    log = make_log()
+    infos = [produce(log, seq * 2, n=2) for seq in range(6)]
+    end = log.log_end_offset
+    for i in range(1, 6):
+        dup = produce(log, i * 2, n=2)
+        assert dup.duplicate
+        assert (dup.first_offset, dup.last_offset) == (infos[i].first_offset, infos[i].last_offset)
+    assert log.log_end_offset == end
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(log, 0, n=2)  # older than the 5 retained batches: out of order
+
+
+def test_sequence_gap_and_stale_epoch(make_log):
+    log = make_log()
+    produce(log, 0, n=3)
+    with pytest.raises(OutOfOrderSequenceError) as e:
+        produce(log, 5)
+    assert e.value.error_name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    produce(log, 3)
+    produce(log, 0, epoch=1)  # new epoch restarts at 0
+    with pytest.raises(InvalidProducerEpochError) as e:
+        produce(log, 4, epoch=0)
+    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(log, 7, epoch=2)  # a new epoch must start at 0
+
+
+def test_unknown_producer_accepts_any_sequence(make_log):
+    """Kafka 2.5+ (KIP-360): no state for the producer, any sequence is accepted."""
+    log = make_log()
+    info = produce(log, 42)
+    assert info.last_offset == 0
+    produce(log, 43)
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(log, 45)
+
+
+def test_sequence_wraps_at_int_max(make_log):
+    log = make_log()
+    produce(log, 2**31 - 1)
+    produce(log, 0)
+
+
+def test_a_failed_append_changes_nothing(make_log):
+    log = make_log()
+    produce(log, 0)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(
+            batch(1, producer_id=PID, producer_epoch=0, base_sequence=1)
+            + batch(1, producer_id=PID, producer_epoch=0, base_sequence=9),
+            leader_epoch=0,
+        )
+    assert log.log_end_offset == 1
+    produce(log, 1)
+
+
+def test_followers_skip_checks(make_log):
+    log = make_log()
+    b = batch(1, producer_id=PID, producer_epoch=0, base_sequence=50)
+    log.append_as_follower(b)
+    assert log.producer_state.last_entry(PID).last_seq == 50
+
+
+def test_state_survives_restart_via_snapshot(make_log):
+    log = make_log({"segment.bytes": 400})
+    for seq in range(10):
+        produce(log, seq)
+    log.close()
+    assert any(n.endswith(".snapshot") for n in os.listdir(log.dir))
+    again = make_log({"segment.bytes": 400}, had_clean_shutdown=True)
+    assert again.producer_state.last_entry(PID).last_seq == 9
+    assert produce(again, 9).duplicate
+    produce(again, 10)
+
+
+def test_state_is_rebuilt_without_snapshots(make_log):
+    log = make_log()
+    for seq in range(4):
+        produce(log, seq)
+    log.close()
+    for name in os.listdir(log.dir):
+        if name.endswith(".snapshot"):
+            os.unlink(os.path.join(log.dir, name))
+    again = make_log(had_clean_shutdown=False)
+    assert again.producer_state.last_entry(PID).last_seq == 3
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(again, 7)
+
+
+def test_corrupt_snapshot_falls_back(make_log):
+    log = make_log()
+    for seq in range(3):
+        produce(log, seq)
+    log.close()
+    (snapshot,) = [n for n in os.listdir(log.dir) if n.endswith(".snapshot")]
+    path = os.path.join(log.dir, snapshot)
+    with open(path, "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff\xff")
+    again = make_log(had_clean_shutdown=True)
+    assert again.producer_state.last_entry(PID).last_seq == 2
+
+
+def test_producer_expiration(make_log, clock):
+    log = make_log(producer_id_expiration_ms=1000)
+    produce(log, 0)
+    clock.now += 10**12  # batch timestamps are fixed in the past; expire relative to them
+    assert log.remove_expired_producers() == [PID]
+    produce(log, 17)  # unknown again: any sequence
+
+
+def test_transaction_lso_and_commit(make_log):
+    log = make_log()
+    log.append_as_leader(batch(1), leader_epoch=0)
+    produce(log, 0, n=2, transactional=True)  # offsets 1-2
+    log.append_as_leader(batch(1), leader_epoch=0)  # 3
+    log.update_high_watermark(log.log_end_offset)
+    assert log.first_unstable_offset == 1
+    assert log.last_stable_offset == 1
+    info = end_txn(log, commit=True)  # 4
+    assert info.first_offset == 4
+    assert log.last_stable_offset == 1  # completed, but the marker is not yet below the high watermark
+    log.update_high_watermark(log.log_end_offset)
+    assert log.first_unstable_offset is None and log.last_stable_offset == 5
+    assert log.collect_aborted_transactions(0, 5) == []
+
+
+def test_abort_writes_txn_index_and_read_committed_sees_it(make_log):
+    log = make_log()
+    produce(log, 0, n=2, transactional=True)  # 0-1
+    produce(log, 0, n=1, pid=PID + 1, transactional=True)  # 2, another open txn
+    end_txn(log, commit=False)  # 3
+    (aborted,) = log.collect_aborted_transactions(0, 10)
+    assert (aborted.producer_id, aborted.first_offset, aborted.last_offset) == (PID, 0, 3)
+    assert aborted.last_stable_offset == 2  # the other producer's open txn
+    txnindex = log.active_segment.txn_index.path
+    assert txnindex.endswith("00000000000000000000.txnindex") and os.path.getsize(txnindex) == 34
+    log.update_high_watermark(log.log_end_offset)
+    data = log.read(0, 1 << 20, upper_bound=log.last_stable_offset, include_aborted_transactions=True)
+    assert [t.producer_id for t in data.aborted_transactions] == [PID]
+    assert log.last_stable_offset == 2
+
+
+def test_txn_index_is_rebuilt_by_recovery(make_log):
+    log = make_log()
+    produce(log, 0, n=2, transactional=True)
+    end_txn(log, commit=False)
+    log.close()
+    os.unlink(log.active_segment.txn_index.path)
+    again = make_log(had_clean_shutdown=False)
+    assert [(t.first_offset, t.last_offset) for t in again.collect_aborted_transactions(0, 10)] == [(0, 2)]
+
+
+def test_open_transaction_survives_restart(make_log):
+    log = make_log()
+    produce(log, 0, transactional=True)
+    log.close()
+    again = make_log(had_clean_shutdown=True)
+    assert again.first_unstable_offset == 0
+    end_txn(again, commit=True)
+    again.update_high_watermark(again.log_end_offset)
+    assert again.first_unstable_offset is None
+
+
+def test_transactional_state_errors(make_log):
+    log = make_log()
+    produce(log, 0, transactional=True)
+    with pytest.raises(InvalidTxnStateError):
+        produce(log, 1, transactional=False)
+    end_txn(log, commit=True, coordinator_epoch=5)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        end_txn(log, commit=True, coordinator_epoch=4)
+    produce(log, 0, epoch=1)
+    with pytest.raises(InvalidProducerEpochError):
+        end_txn(log, commit=False, epoch=0, coordinator_epoch=5)
+
+
+def test_control_batches_are_readable(make_log):
+    log = make_log()
+    produce(log, 0, transactional=True)
+    end_txn(log, commit=True)
+    assert [r.offset for r in read_all(log)] == [0, 1]
