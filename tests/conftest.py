@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.zk.server import ZooKeeperNotInstalled, ZooKeeperServer
-from tests.harness import BrokerProcess, free_port
+from tests.harness import BrokerProcess, Cluster, free_port
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,3 +61,13 @@ def broker(tmp_path: Path, zookeeper: str) -> Iterator[BrokerProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
+    """A real cluster: one controller and three brokers on a ZooKeeper chroot of this test's own."""
+    running = Cluster(tmp_path / "cluster", zookeeper).start()
+    try:
+        yield running
+    finally:
+        running.stop()

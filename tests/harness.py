@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -234,3 +236,134 @@ class ControllerProcess:
             self._log.close()
             self._log = None
         return self.process.returncode
+
+
+class Cluster:
+    """A real cluster for a test: controllers and brokers on one ZooKeeper chroot, all stopped by PID."""
+
+    def __init__(self, workdir: Path, zookeeper: str, brokers: int = 3, controllers: int = 1) -> None:
+        self.workdir = workdir
+        self.zookeeper = zookeeper
+        self.brokers = [BrokerProcess(workdir / f"broker-{i}", zookeeper, i) for i in range(1, brokers + 1)]
+        self.controllers = [
+            ControllerProcess(workdir, 9000 + i, zookeeper) for i in range(1, controllers + 1)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.alive())
+
+    def start(self) -> Cluster:
+        for broker in self.brokers:
+            broker.start()
+        for controller in self.controllers:
+            controller.start()
+        self.wait_for(lambda zk: self._all_registered(zk), "every broker registered and a controller elected")
+        return self
+
+    def stop(self) -> None:
+        for process in [*self.brokers, *self.controllers]:
+            try:
+                process.stop()
+            except Exception:  # keep stopping the others
+                pass
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return next(b for b in self.brokers if b.broker_id == broker_id)
+
+    # -- ZooKeeper views --------------------------------------------------------------------------
+
+    def wait_for(self, condition: Callable[[Any], Any], what: str, timeout: float = 20.0) -> Any:
+        """Polls ``condition(kazoo_client)`` until it returns something truthy."""
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(self.zookeeper)
+        zk.start(timeout=10)
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                found = condition(zk)
+                if found:
+                    return found
+                time.sleep(0.05)
+        finally:
+            zk.stop()
+            zk.close()
+        raise TimeoutError(f"waited {timeout} s for {what}")
+
+    def _all_registered(self, zk: object) -> bool:
+        alive = {str(b.broker_id) for b in self.brokers if b.alive()}
+        registered = set(zk.get_children("/brokers/ids")) if zk.exists("/brokers/ids") else set()  # type: ignore[attr-defined]
+        return alive <= registered and bool(zk.exists("/controller"))  # type: ignore[attr-defined]
+
+    def active_controller(self) -> ControllerProcess:
+        from broker.zk import znodes
+
+        def find(zk: object) -> int | None:
+            found = zk.exists("/controller") and zk.get("/controller")  # type: ignore[attr-defined]
+            return znodes.decode_controller(found[0]) if found else None
+
+        controller_id = self.wait_for(find, "an active controller")
+        return next(c for c in self.controllers if c.controller_id == controller_id)
+
+    def partition_state(self, topic: str, partition: int) -> object:
+        from broker.zk import znodes
+
+        def read(zk: object) -> object:
+            path = znodes.partition_state_path(topic, partition)
+            found = zk.exists(path) and zk.get(path)  # type: ignore[attr-defined]
+            return znodes.PartitionState.decode(found[0], found[1].version) if found else None
+
+        return self.wait_for(read, f"the state of {topic}-{partition}")
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int = 1, timeout: float = 20.0
+    ) -> None:
+        """Creates a topic through a broker's CreateTopics and waits until every broker's metadata
+        shows a leader for each partition."""
+        import asyncio
+
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        async def create() -> None:
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=self.bootstrap, request_timeout_ms=int(timeout * 1000)
+            )
+            await admin.start()
+            try:
+                await admin.create_topics([NewTopic(name, partitions, replication_factor)])
+            finally:
+                await admin.close()
+
+        asyncio.run(create())
+        self.wait_for_leaders(name, partitions, timeout)
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 20.0) -> None:
+        from protocol.api import ApiKey
+        from protocol.messages import MetadataRequest
+
+        deadline = time.monotonic() + timeout
+        for broker in self.brokers:
+            if not broker.alive():
+                continue
+            while True:
+                client = RawClient(broker.bootstrap)
+                request = MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+                )
+                response = client.request(ApiKey.METADATA, 9, request)
+                client.close()
+                found = response.topics[0]
+                if (
+                    found.error_code == 0
+                    and len(found.partitions) == partitions
+                    and all(p.leader_id >= 0 for p in found.partitions)
+                ):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{topic} has no leaders on broker {broker.broker_id} after {timeout} s"
+                    )
+                time.sleep(0.05)
