@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from broker.admin_apis import AdminApis
 from broker.config import KafkaConfig
@@ -176,7 +177,7 @@ class KafkaServer:
         log.info("%s ZooKeeper session renewed; registering again", self.prefix)
         await self._register()
 
-    def _spawn(self, coro, name: str) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
 
     # -- periodic work ----------------------------------------------------------------------------
