@@ -245,8 +245,10 @@ class Cluster:
         self.workdir = workdir
         self.zookeeper = zookeeper
         self.brokers = [BrokerProcess(workdir / f"broker-{i}", zookeeper, i) for i in range(1, brokers + 1)]
+        # A 6 s ZooKeeper session (as the brokers'): a killed controller's /controller vanishes within it.
+        session = {"zookeeper.session.timeout.ms": "6000"}
         self.controllers = [
-            ControllerProcess(workdir, 9000 + i, zookeeper) for i in range(1, controllers + 1)
+            ControllerProcess(workdir, 9000 + i, zookeeper, session) for i in range(1, controllers + 1)
         ]
 
     @property

@@ -1,0 +1,146 @@
+"""A real cluster (ZooKeeper, controllers, three brokers) as a user sees it: failover of the controller
+and of brokers, and the long-poll latency of Fetch."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from protocol import record_batch
+from protocol.api import ApiKey
+from protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
+from tests.harness import Cluster, RawClient
+
+pytestmark = pytest.mark.integration
+
+
+def _metadata(cluster: Cluster, topic: str) -> object:
+    client = RawClient(cluster.bootstrap.split(",")[0])
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+    )
+    response = client.request(ApiKey.METADATA, 9, request)
+    client.close()
+    return response
+
+
+def _produce(bootstrap: str, topic: str, partition: int, value: bytes) -> object:
+    batch = record_batch.encode_batch(
+        [record_batch.Record(0, int(time.time() * 1000), b"k", value)], base_offset=0
+    )
+    request = ProduceRequest(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)],
+            )
+        ],
+    )
+    client = RawClient(bootstrap)
+    response = client.request(ApiKey.PRODUCE, 9, request)
+    client.close()
+    return response.responses[0].partition_responses[0]
+
+
+def _leader_bootstrap(cluster: Cluster, topic: str, partition: int) -> str:
+    leader = _metadata(cluster, topic).topics[0].partitions[partition].leader_id
+    return cluster.broker(leader).bootstrap
+
+
+def test_a_consumer_waiting_in_fetch_gets_a_new_record_within_50_ms(cluster: Cluster) -> None:
+    cluster.create_topic("long-poll", 1)
+    leader = _leader_bootstrap(cluster, "long-poll", 0)
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=10_000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic="long-poll",
+                partitions=[
+                    FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                ],
+            )
+        ],
+    )
+    consumer = RawClient(leader, timeout=15)
+    answered: list[float] = []
+    responses: list[object] = []
+
+    def wait_in_fetch() -> None:
+        responses.append(consumer.request(ApiKey.FETCH, 12, fetch))
+        answered.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait_in_fetch)
+    waiter.start()
+    time.sleep(1.0)  # the fetch is parked in the purgatory by now
+    assert waiter.is_alive(), "the fetch returned before any data existed"
+    sent = time.monotonic()
+    assert _produce(leader, "long-poll", 0, b"hello").error_code == 0
+    waiter.join(5)
+    assert answered, "the waiting fetch never returned"
+    delay_ms = (answered[0] - sent) * 1000
+    assert delay_ms < 50, f"the waiting fetch returned {delay_ms:.1f} ms after the produce was sent"
+    records = responses[0].responses[0].partitions[0].records
+    assert [r.value for r in record_batch.decode_records(records)] == [b"hello"]
+
+
+def test_the_standby_controller_takes_over_when_the_active_one_is_killed(
+    tmp_path: Path, zookeeper: str
+) -> None:
+    cluster = Cluster(tmp_path / "c", zookeeper, brokers=3, controllers=2).start()
+    try:
+        active = cluster.active_controller()
+        epoch_before = int(
+            cluster.wait_for(lambda zk: zk.get("/controller_epoch")[0], "the controller epoch")
+        )
+        active.signal(signal.SIGKILL)
+        started = time.monotonic()
+        standby = cluster.wait_for(
+            lambda zk: (
+                zk.exists("/controller")
+                and int(zk.get("/controller_epoch")[0]) > epoch_before
+                and zk.get("/controller")[0]
+            ),
+            "a new active controller",
+            timeout=15,
+        )
+        assert time.monotonic() - started < 10
+        assert standby and cluster.active_controller() is not active
+        cluster.create_topic("after-failover", 3)
+    finally:
+        cluster.stop()
+
+
+def test_a_dead_brokers_partitions_move_and_it_rejoins_after_a_restart(cluster: Cluster) -> None:
+    cluster.create_topic("moving", 6, replication_factor=2)
+    before = {p.partition_index: p.leader_id for p in _metadata(cluster, "moving").topics[0].partitions}
+    victim = cluster.broker(before[0])
+    victim.process.send_signal(signal.SIGKILL)
+    victim.process.wait()
+
+    def moved(_zk: object) -> dict[int, int] | None:
+        partitions = _metadata(cluster, "moving").topics[0].partitions
+        leaders = {p.partition_index: p.leader_id for p in partitions}
+        return leaders if all(leader not in (-1, victim.broker_id) for leader in leaders.values()) else None
+
+    after = cluster.wait_for(moved, "new leaders for the dead broker's partitions", timeout=30)
+    assert all(after[p] == before[p] for p in before if before[p] != victim.broker_id)
+    # Clients carry on: every partition takes writes at its new leader.
+    for partition in range(6):
+        response = _produce(_leader_bootstrap(cluster, "moving", partition), "moving", partition, b"after")
+        assert response.error_code == 0
+    victim.start()
+    cluster.wait_for(
+        lambda zk: str(victim.broker_id) in zk.get_children("/brokers/ids"),
+        "the restarted broker to register",
+    )
+    brokers = {b.node_id for b in _metadata(cluster, "moving").brokers}
+    assert victim.broker_id in brokers
