@@ -6,19 +6,24 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages: ZooKeeper (pulls a JRE) and kcat (an old-librdkafka client the tests use).
-DEBS   := zookeeper kcat
+# Debian packages: ZooKeeper (pulls a JRE), kcat (an old-librdkafka client the tests use) and
+# docker-compose (only to validate docker-compose.yml; no Docker engine is needed).
+DEBS   := zookeeper kcat docker-compose
 FULL   ?=
 PYTEST_ARGS ?=
 
 .PHONY: run test lint bench setup sysdeps clientdeps clean
 
-# One broker for now (the ZooKeeper cluster comes with `samsa up`); data in .run/, kept across runs.
-PORT ?= 9092
+# A local cluster until Ctrl-C: ZooKeeper, CONTROLLERS controllers and BROKERS brokers on ports PORT,
+# PORT+1, ...; configs, logs and data in .run/, kept across runs. E.g. `make run BROKERS=1 PORT=19092`.
+BROKERS     ?= 3
+CONTROLLERS ?= 2
+PORT        ?= 9092
+ZK_PORT     ?= 2181
+HOST        ?= 127.0.0.1
 run: setup
-	@echo "bootstrap.servers=127.0.0.1:$(PORT)"
-	$(PY) -m broker.cli broker --config config/server.properties \
-	  --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=.run/broker-1
+	$(VENV)/bin/samsa up --data-dir .run --brokers $(BROKERS) --controllers $(CONTROLLERS) \
+	  --base-port $(PORT) --zookeeper-port $(ZK_PORT) --host $(HOST)
 
 test: setup clientdeps
 	$(PY) -m pytest $(if $(FULL),--full) $(PYTEST_ARGS)

@@ -1,0 +1,35 @@
+# The Samsa image: the `samsa` command (broker, controller and the tools) on python:3.11-slim, run as a
+# non-root user. Build: docker build -t samsa . ; run: see docker-compose.yml and README.md.
+
+# Stage 1: the project as a wheel, so that the final image holds no source tree or build files.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY protocol ./protocol
+COPY storage ./storage
+COPY broker ./broker
+COPY controller ./controller
+COPY coordinator ./coordinator
+RUN pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels .
+
+# Stage 2: the wheel and its dependencies (all on PyPI as manylinux wheels: no compiler needed).
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --disable-pip-version-check /wheels/*.whl \
+    && rm -rf /wheels \
+    && useradd --system --uid 10001 --user-group --home-dir /var/lib/samsa --create-home samsa \
+    && mkdir -p /var/lib/samsa/data /etc/samsa \
+    && chown -R samsa:samsa /var/lib/samsa
+COPY config/server.properties /etc/samsa/server.properties
+
+USER samsa
+WORKDIR /var/lib/samsa
+# A named volume mounted here starts with the image's (samsa-owned) empty directory.
+VOLUME ["/var/lib/samsa/data"]
+# 9092: a broker's client listener; 9093: a controller's listener.
+EXPOSE 9092 9093
+
+ENTRYPOINT ["samsa"]
+CMD ["broker", "--config", "/etc/samsa/server.properties", "--override", "log.dirs=/var/lib/samsa/data"]

@@ -1,0 +1,53 @@
+"""Is a Kafka listener answering? One blocking ApiVersions round trip, for ``samsa up``'s readiness wait
+and the Docker healthchecks: ``python -m broker.cli.probe HOST:PORT`` exits 0 when it answers, else 1.
+
+ApiVersions v0 is used because every Kafka-protocol listener (broker or controller) answers it before
+anything else is negotiated.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+from protocol.api import ApiKey, api
+from protocol.frame import SIZE, decode_response, encode_request
+from protocol.messages import ApiVersionsRequest
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, remaining = [], n
+    while remaining:
+        chunk = sock.recv(remaining)
+        if not chunk:
+            raise ConnectionError("connection closed")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def answers_api_versions(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True if ``host:port`` answers ApiVersions without an error code."""
+    api_versions = api(ApiKey.API_VERSIONS)
+    assert api_versions is not None
+    try:
+        with socket.create_connection((host, port), timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(encode_request(api_versions, 0, 1, "samsa-probe", ApiVersionsRequest()))
+            size = SIZE.unpack(_read_exactly(sock, 4))[0]
+            correlation_id, body = decode_response(_read_exactly(sock, size), api_versions, 0)
+    except (OSError, ValueError):
+        return False
+    return correlation_id == 1 and body.error_code == 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or ":" not in argv[0]:
+        print("usage: python -m broker.cli.probe HOST:PORT", file=sys.stderr)
+        return 2
+    host, _, port = argv[0].rpartition(":")
+    return 0 if answers_api_versions(host.strip("[]"), int(port)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
