@@ -7,6 +7,10 @@ implement. The low ends matter even though no current client uses them: librdkaf
 group APIs 0, ListOffsets 1, InitProducerId 0, SaslHandshake 0 and 1, SaslAuthenticate 0); otherwise it
 silently falls back to magic-0 message sets. Fetch stays at 12 and Produce at 9: later versions address
 topics by id. See docs/architecture.md and the research notes on client versions.
+
+Produce is served from v3 but advertised from v0: the same librdkafka compresses with gzip, snappy
+and lz4 only when the advertised range includes Produce v0 (KAFKA-18659; Kafka 4 advertises 0 too).
+A Produce below v3 is refused like any unsupported version (the connection is closed).
 """
 
 from __future__ import annotations
@@ -50,3 +54,6 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (1, 1),
 }
+
+# The lowest version named in the ApiVersions response where it differs from the lowest one served.
+ADVERTISED_MINIMUM: dict[int, int] = {ApiKey.PRODUCE: 0}

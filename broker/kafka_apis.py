@@ -14,7 +14,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.api_versions import ADVERTISED_VERSIONS
+from broker.api_versions import ADVERTISED_MINIMUM, ADVERTISED_VERSIONS
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
 from broker.network.send import FileRegion
@@ -101,7 +101,9 @@ class KafkaApis:
             )
             self._supported[key] = (definition, low, high)
         self._api_versions = [
-            ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+            ApiVersionsResponse.ApiVersion(
+                api_key=key, min_version=ADVERTISED_MINIMUM.get(key, low), max_version=high
+            )
             for key, (_, low, high) in sorted(self._supported.items())
         ]
 

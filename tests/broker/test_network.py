@@ -38,6 +38,8 @@ def test_api_versions_every_version(broker: BrokerProcess, version: int) -> None
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert advertised[API_VERSIONS] == (0, 4)
     assert advertised[METADATA] == (0, 12)
+    # Produce is advertised from v0 (old librdkafka compresses only then) though served from v3.
+    assert advertised[ApiKey.PRODUCE] == (0, 9)
     assert not response.supported_features and not response.finalized_features  # no tags for old librdkafka
 
 
