@@ -1,22 +1,43 @@
 """AdminApis: the broker's handlers for administrative requests, answered by writing to ZooKeeper.
 
 As in Kafka's ZooKeeper mode, a broker serves CreateTopics, DeleteTopics, CreatePartitions and config
-changes by writing the znodes the controller acts on. The handlers are merged into KafkaApis.
+changes by writing the znodes the controller acts on. This module wires the parts together and merges
+their handlers into KafkaApis:
+
+- topics (CreateTopics, DeleteTopics, CreatePartitions, Metadata auto-creation): ``topic_admin``;
+- configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): ``config_admin``, with the dynamic
+  broker settings in ``dynamic_config`` and the watch that applies changes in ``config_listener``;
+- DeleteRecords (here, over the ReplicaManager) and InitProducerId (here, over ``producer_id_manager``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
+from broker.admin_zk import AdminZkClient
 from broker.config import KafkaConfig
+from broker.config_admin import ConfigAdmin
+from broker.config_listener import ConfigChangeListener
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
-from broker.replica_manager import ReplicaManager
+from broker.producer_id_manager import ProducerIdManager
+from broker.replica_manager import DeleteRecordsPartitionResult, ReplicaManager
+from broker.topic_admin import TopicAdmin
 from broker.zk.kafka_zk_client import KafkaZkClient
-from protocol.messages import Message
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import DeleteRecordsResponse, InitProducerIdResponse, Message
+from protocol.topic import is_internal
 from storage.log_manager import LogManager
 
+log = logging.getLogger(__name__)
+
 Handler = Callable[[Request], Awaitable[Message | None]]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 
 
 class AdminApis:
@@ -33,16 +54,102 @@ class AdminApis:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self.log_manager = log_manager
+        admin_zk = AdminZkClient(kafka_zk.zk)
+        self.dynamic = DynamicBrokerConfig(config)
+        self.listener = ConfigChangeListener(config.broker_id, admin_zk, self.dynamic, log_manager)
+        self.topics = TopicAdmin(config, admin_zk, metadata_cache, self.dynamic, self.listener)
+        self.configs = ConfigAdmin(
+            config.broker_id, self._config_value, admin_zk, metadata_cache, self.dynamic, self.listener
+        )
+        self.producer_ids = ProducerIdManager(config.broker_id, kafka_zk.zk)
+
+    def _config_value(self, name: str) -> object:
+        return self.config[name]
 
     def handlers(self) -> dict[int, Handler]:
         """api key -> handler, merged into KafkaApis."""
-        return {}
+        return {
+            ApiKey.CREATE_TOPICS: self.topics.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.topics.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: self.topics.handle_create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: self.configs.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.configs.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.configs.handle_incremental_alter_configs,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+        }
 
     async def auto_create_topic(self, topic: str) -> None:
         """Creates ``topic`` with the broker's defaults (Metadata auto-creation)."""
+        await self.topics.auto_create_topic(topic)
 
     async def start(self) -> None:
-        """Starts what runs in the background (watching ZooKeeper for topic config changes)."""
+        """Loads the dynamic configs and starts watching ZooKeeper for config changes."""
+        await self.listener.start()
 
     async def shutdown(self) -> None:
-        pass
+        await self.listener.shutdown()
+
+    # -- DeleteRecords ----------------------------------------------------------------------------
+
+    async def handle_delete_records(self, request: Request) -> Message:
+        body = request.body
+        results: dict[tuple[str, int], DeleteRecordsPartitionResult] = {}
+        offsets: dict[tuple[str, int], int] = {}
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if self.metadata_cache.partition(*tp) is None:
+                    results[tp] = DeleteRecordsPartitionResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif is_internal(topic.name):
+                    results[tp] = DeleteRecordsPartitionResult(error=ErrorCode.INVALID_TOPIC_EXCEPTION)
+                else:
+                    offsets[tp] = p.offset
+        if offsets:
+            done = self.replica_manager.delete_records(offsets, body.timeout_ms)
+            results.update(done if isinstance(done, dict) else await done)
+        return DeleteRecordsResponse(
+            throttle_time_ms=0,
+            topics=[
+                DeleteRecordsResponse.DeleteRecordsTopicResult(
+                    name=topic.name,
+                    partitions=[
+                        DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                            partition_index=p.partition_index,
+                            low_watermark=r.low_watermark,
+                            error_code=r.error,
+                        )
+                        for p in topic.partitions
+                        for r in (results[(topic.name, p.partition_index)],)
+                    ],
+                )
+                for topic in body.topics
+            ],
+        )
+
+    # -- InitProducerId ---------------------------------------------------------------------------
+
+    async def handle_init_producer_id(self, request: Request) -> Message:
+        body = request.body
+        try:
+            # Before v3 the fields are absent and decode as -1.
+            if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "producer id and epoch must be given together")
+            if body.transactional_id is not None:
+                if not body.transactional_id:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST)
+                # Transactions need the transaction coordinator, which Samsa does not have yet.
+                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            # Kafka hands an idempotent producer a fresh id with epoch 0 whatever id it had: such a
+            # producer bumps its epoch itself (KIP-360) and asks again only to start over.
+            new_id = await self.producer_ids.generate_producer_id()
+        except KafkaError as e:
+            return InitProducerIdResponse(
+                throttle_time_ms=0,
+                error_code=e.code,
+                producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH,
+            )
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=new_id, producer_epoch=0
+        )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
@@ -24,6 +25,7 @@ from storage.producer_state import AppendOrigin
 log = logging.getLogger(__name__)
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
 
 
 def storage_error(e: StorageError) -> KafkaError:
@@ -33,10 +35,12 @@ def storage_error(e: StorageError) -> KafkaError:
 
 @dataclass
 class FollowerState:
-    """What the leader knows of a follower: its log end offset and when it last caught up."""
+    """What the leader knows of a follower: its log end offset and when it last caught up, and its log
+    start offset (DeleteRecords waits for followers to move theirs)."""
 
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
+    log_start_offset: int = -1
 
 
 class Partition:
@@ -147,6 +151,40 @@ class Partition:
                 state = self.followers.get(replica)
                 new_hw = min(new_hw, state.log_end_offset if state else -1)
         return new_hw >= 0 and self.log.maybe_increment_high_watermark(new_hw)
+
+    # -- DeleteRecords --------------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Moves the leader's log start offset to ``offset`` (DELETE_TO_HIGH_WATERMARK: the high
+        watermark); returns the offset requested. Kafka's errors: POLICY_VIOLATION when the topic's
+        cleanup.policy lacks delete, OFFSET_OUT_OF_RANGE beyond the high watermark."""
+        leader_log = self._leader_log()
+        if not leader_log.config.delete:
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {self.topic}-{self.partition} can not be deleted "
+                "due to the configured policy",
+            )
+        requested = leader_log.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if requested < 0:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"The offset {requested} for partition {self.topic}-{self.partition} is not valid",
+            )
+        try:
+            leader_log.delete_records_before(requested)
+        except StorageError as e:
+            raise storage_error(e) from None
+        return requested
+
+    def low_watermark(self, is_alive: Callable[[int], bool]) -> int:
+        """The lowest log start offset among the leader and its live followers (Kafka's
+        lowWatermarkIfLeader); a follower that has not fetched yet counts as -1."""
+        low = self._leader_log().log_start_offset
+        for replica, state in self.followers.items():
+            if is_alive(replica):
+                low = min(low, state.log_start_offset)
+        return low
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ It applies the controller's LeaderAndIsr and StopReplica (fencing stale controll
 epochs), appends producers' batches to the leaders' logs (acks=all waits in the produce purgatory
 until the high watermark passes the records), serves fetches (a fetch that finds too little data waits
 in the fetch purgatory until an append or a high-watermark move brings enough, or its max wait ends),
-and checkpoints the high watermarks.
+moves log start offsets for DeleteRecords (which waits until the live followers have moved theirs), and
+checkpoints the high watermarks.
 """
 
 from __future__ import annotations
@@ -103,6 +104,51 @@ class DelayedProduce(DelayedOperation):
         return self.results
 
 
+@dataclass(slots=True)
+class DeleteRecordsPartitionResult:
+    error: int = ErrorCode.NONE
+    low_watermark: int = -1
+    requested_offset: int = -1
+    message: str | None = None
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords waits until the low watermark (the lowest log start offset of the live replicas)
+    reaches the offset asked for, as Kafka's DelayedDeleteRecords."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        manager: ReplicaManager,
+        results: dict[TopicPartition, DeleteRecordsPartitionResult],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.manager = manager
+        self.results = results
+        self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.NONE}
+
+    def try_complete(self) -> bool:
+        for tp in list(self.pending):
+            result = self.results[tp]
+            partition = self.manager.get_partition(*tp)
+            if partition is None:
+                result.error, result.low_watermark = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+            elif not partition.is_leader or partition.log is None:
+                result.error, result.low_watermark = ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+            else:
+                low = partition.low_watermark(self.manager.metadata_cache.is_alive)
+                if low < result.requested_offset:
+                    continue
+                result.low_watermark = low
+            self.pending.discard(tp)
+        return not self.pending and self.complete()
+
+    def on_complete(self) -> dict[TopicPartition, DeleteRecordsPartitionResult]:
+        for tp in self.pending:
+            self.results[tp].error = ErrorCode.REQUEST_TIMED_OUT
+        return self.results
+
+
 class DelayedFetch(DelayedOperation):
     def __init__(
         self,
@@ -147,6 +193,7 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords")
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
@@ -255,6 +302,7 @@ class ReplicaManager:
         # Waiting produces and fetches on this partition re-check (they fail over to the new leader).
         self.produce_purgatory.check(tp)
         self.fetch_purgatory.check(tp)
+        self.delete_records_purgatory.check(tp)
         return ErrorCode.NONE
 
     def stop_replicas(self, request: Message, version: int) -> tuple[int, dict[TopicPartition, int]]:
@@ -296,6 +344,7 @@ class ReplicaManager:
                 log.info("broker %d stopped and deleted its replica of %s-%d", self.broker_id, topic, index)
             self.produce_purgatory.check(tp)
             self.fetch_purgatory.check(tp)
+            self.delete_records_purgatory.check(tp)
             errors[tp] = ErrorCode.NONE
         return ErrorCode.NONE, errors
 
@@ -357,7 +406,9 @@ class ReplicaManager:
                 results[tp] = self._error_result(tp, e.code)
                 continue
             if params.from_follower:
-                self.update_follower_fetch_state(partition, params.replica_id, request.fetch_offset)
+                self.update_follower_fetch_state(
+                    partition, params.replica_id, request.fetch_offset, request.log_start_offset
+                )
             budget -= info.length
             if info.length:
                 min_one_message = False
@@ -390,18 +441,43 @@ class ReplicaManager:
             operation, [(r.topic, r.partition) for r in requests]
         )
 
-    def update_follower_fetch_state(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+    def update_follower_fetch_state(
+        self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower fetching from ``fetch_offset`` has everything before it: the high watermark may
-        move, completing waiting acks=all produces."""
+        move, completing waiting acks=all produces; its log start offset may complete a DeleteRecords."""
         state = partition.followers.get(replica_id)
         if state is None:
             return
         state.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            state.log_start_offset = log_start_offset
+            self.delete_records_purgatory.check(partition.key)
         if partition.log is not None and fetch_offset >= partition.log.high_watermark:
             state.last_caught_up_ms = int(time.time() * 1000)
         if partition.maybe_increment_high_watermark():
             self.produce_purgatory.check(partition.key)
             self.fetch_purgatory.check(partition.key)
+
+    # -- DeleteRecords --------------------------------------------------------------------------
+
+    def delete_records(self, offsets: dict[TopicPartition, int], timeout_ms: int) -> Any:
+        """Moves each led partition's log start offset; the results once every live replica has moved
+        its own that far (a future while some have not)."""
+        results: dict[TopicPartition, DeleteRecordsPartitionResult] = {}
+        for tp, offset in offsets.items():
+            try:
+                partition = self.leader_partition(*tp)
+                requested = partition.delete_records_on_leader(offset)
+                low = partition.low_watermark(self.metadata_cache.is_alive)
+            except KafkaError as e:
+                results[tp] = DeleteRecordsPartitionResult(error=e.code, message=e.message)
+                continue
+            results[tp] = DeleteRecordsPartitionResult(low_watermark=low, requested_offset=requested)
+        if not any(r.error == ErrorCode.NONE for r in results.values()):
+            return results
+        operation = DelayedDeleteRecords(timeout_ms, self, results)
+        return self.delete_records_purgatory.try_complete_else_watch(operation, results.keys())
 
     # -- housekeeping ---------------------------------------------------------------------------
 
@@ -411,3 +487,4 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()

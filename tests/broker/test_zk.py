@@ -4,7 +4,9 @@ and Kafka's znode formats."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -16,63 +18,63 @@ from broker.zk.server import ZooKeeperServer
 pytestmark = pytest.mark.integration
 
 
-async def _client(connect: str, session_ms: int = 4000) -> ZkClient:
+@contextlib.asynccontextmanager
+async def _client(connect: str, session_ms: int = 4000) -> AsyncIterator[ZkClient]:
+    """A connected client, closed even when the test fails (a leaked kazoo client keeps pytest alive)."""
     client = ZkClient(connect.split("/")[0], session_ms, operation_timeout=10)
     await client.start()
-    return client
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 async def test_get_set_create_delete(zookeeper_server: ZooKeeperServer) -> None:
-    zk = await _client(zookeeper_server.connect_string)
-    root = f"/t-{uuid.uuid4().hex}"
-    assert await zk.get(root) is None
-    await zk.create(f"{root}/a/b", b"1", makepath=True)
-    data, stat = await zk.get(f"{root}/a/b")
-    assert (data, stat.version) == (b"1", 0)
-    assert (await zk.set(f"{root}/a/b", b"2", version=0)).version == 1
-    assert await zk.get_children(f"{root}/a") == ["b"]
-    await zk.delete(root, recursive=True)
-    assert await zk.exists(root) is None
-    await zk.close()
+    async with _client(zookeeper_server.connect_string) as zk:
+        root = f"/t-{uuid.uuid4().hex}"
+        assert await zk.get(root) is None
+        await zk.create(f"{root}/a/b", b"1", makepath=True)
+        data, stat = await zk.get(f"{root}/a/b")
+        assert (data, stat.version) == (b"1", 0)
+        assert (await zk.set(f"{root}/a/b", b"2", version=0)).version == 1
+        assert await zk.get_children(f"{root}/a") == ["b"]
+        await zk.delete(root, recursive=True)
+        assert await zk.exists(root) is None
 
 
 async def test_a_failed_transaction_changes_nothing_and_names_its_cause(
     zookeeper_server: ZooKeeperServer,
 ) -> None:
-    zk = await _client(zookeeper_server.connect_string)
-    root = f"/t-{uuid.uuid4().hex}"
-    await zk.create(f"{root}/epoch", b"1", makepath=True)
-    await zk.create(f"{root}/state", b"old")
-    with pytest.raises(ZkTransactionError) as failure:
+    async with _client(zookeeper_server.connect_string) as zk:
+        root = f"/t-{uuid.uuid4().hex}"
+        await zk.create(f"{root}/epoch", b"1", makepath=True)
+        await zk.create(f"{root}/state", b"old")
+        with pytest.raises(ZkTransactionError) as failure:
+            await zk.transaction(
+                [ZkOp("check", f"{root}/epoch", version=7), ZkOp("set", f"{root}/state", b"new")]
+            )
+        assert type(failure.value.cause).__name__ == "BadVersionError"
+        assert (await zk.get(f"{root}/state"))[0] == b"old"
         await zk.transaction(
-            [ZkOp("check", f"{root}/epoch", version=7), ZkOp("set", f"{root}/state", b"new")]
+            [ZkOp("check", f"{root}/epoch", version=0), ZkOp("set", f"{root}/state", b"new")]
         )
-    assert type(failure.value.cause).__name__ == "BadVersionError"
-    assert (await zk.get(f"{root}/state"))[0] == b"old"
-    await zk.transaction([ZkOp("check", f"{root}/epoch", version=0), ZkOp("set", f"{root}/state", b"new")])
-    assert (await zk.get(f"{root}/state"))[0] == b"new"
-    await zk.close()
+        assert (await zk.get(f"{root}/state"))[0] == b"new"
 
 
 async def test_children_and_data_watches_reach_the_event_loop(zookeeper_server: ZooKeeperServer) -> None:
-    zk = await _client(zookeeper_server.connect_string)
-    root = f"/t-{uuid.uuid4().hex}"
-    await zk.ensure_path(root)
-    children: list[list[str]] = []
-    data: list[bytes | None] = []
-    loop = asyncio.get_running_loop()
-    zk.watch_children(root, lambda c: children.append(sorted(c)) or _on_loop(loop))
-    zk.watch_data(f"{root}/x", lambda d, s: data.append(d))
-    await zk.create(f"{root}/x", b"v1")
-    await zk.set(f"{root}/x", b"v2")
-    await zk.delete(f"{root}/x")
-    for _ in range(100):
-        if data[-1:] == [None] and len(data) >= 4 and children[-1:] == [[]]:
-            break
-        await asyncio.sleep(0.02)
-    assert children[0] == [] and ["x"] in children and children[-1] == []
-    assert data == [None, b"v1", b"v2", None]
-    await zk.close()
+    async with _client(zookeeper_server.connect_string) as zk:
+        root = f"/t-{uuid.uuid4().hex}"
+        await zk.ensure_path(root)
+        children: list[list[str]] = []
+        data: list[bytes | None] = []
+        loop = asyncio.get_running_loop()
+        zk.watch_children(root, lambda c: children.append(sorted(c)) or _on_loop(loop))
+        zk.watch_data(f"{root}/x", lambda d, s: data.append(d))
+        for step in (zk.create(f"{root}/x", b"v1"), zk.set(f"{root}/x", b"v2"), zk.delete(f"{root}/x")):
+            await step
+            await asyncio.sleep(0.2)  # a watch fires once and is re-armed by a read: let it catch up
+        assert children[0] == [] and ["x"] in children and children[-1] == []
+        assert data == [None, b"v1", b"v2", None]
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -82,24 +84,23 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> None:
 async def test_a_lost_session_is_reported_and_its_ephemerals_vanish(
     zookeeper_server: ZooKeeperServer,
 ) -> None:
-    zk = await _client(zookeeper_server.connect_string, session_ms=2000)
-    path = f"/t-{uuid.uuid4().hex}"
-    await zk.create(path, b"", ephemeral=True)
-    states: list[str] = []
-    zk.add_session_listener(states.append)
-    # Expire the session on the server: open a second client on the same session id and close it.
-    session_id, password = zk.kazoo.client_id
-    twin = KazooClient(zookeeper_server.connect_string, client_id=(session_id, password))
-    await asyncio.to_thread(twin.start)
-    await asyncio.to_thread(twin.stop)
-    for _ in range(200):
-        if "CONNECTED" in states[states.index("LOST") :] if "LOST" in states else False:
-            break
-        await asyncio.sleep(0.02)
-    assert "LOST" in states and states[-1] == "CONNECTED"
-    assert await zk.exists(path) is None
-    assert zk.session_id != session_id
-    await zk.close()
+    async with _client(zookeeper_server.connect_string, session_ms=2000) as zk:
+        path = f"/t-{uuid.uuid4().hex}"
+        await zk.create(path, b"", ephemeral=True)
+        states: list[str] = []
+        zk.add_session_listener(states.append)
+        # Expire the session on the server: open a second client on the same session id and close it.
+        session_id, password = zk.kazoo.client_id
+        twin = KazooClient(zookeeper_server.connect_string, client_id=(session_id, password))
+        await asyncio.to_thread(twin.start)
+        await asyncio.to_thread(twin.stop)
+        for _ in range(200):
+            if "LOST" in states and "CONNECTED" in states[states.index("LOST") :]:
+                break
+            await asyncio.sleep(0.02)
+        assert "LOST" in states and states[-1] == "CONNECTED"
+        assert await zk.exists(path) is None
+        assert zk.session_id != session_id
 
 
 def test_broker_registration_is_kafkas_format() -> None:

@@ -4,8 +4,13 @@ Every client runs in a subprocess (its own process group, killed by id on timeou
 cannot hang the test and the functions are safe to call from a worker thread: a test whose broker runs
 in its own event loop calls them through `asyncio.to_thread`.
 
+Scenarios: bootstrap_<client> (connect, list brokers and topics), produce_<client> (send `count` keyed
+records with headers and timestamps where the client allows, report where the broker put each one) and
+consume_<client> (read every partition from the beginning without a group); check_round_trip compares
+what was produced with what was consumed. CLIENTS lists the clients, CODECS the codecs each supports.
+
 Each scenario function returns a structured result or raises:
-  * ClientNotInstalled: the client tool is missing (the test skips with that reason);
+  * ClientNotInstalled: the client tool (or the codec library it needs) is missing (the test skips);
   * ClientFailed: the client ran and failed; the message carries its stderr.
 
 Non-Python tools come from `make clientdeps` (tests/clients/setup.sh) under .cache/clients, or under
@@ -14,15 +19,22 @@ $SAMSA_CLIENTS_DIR when set; kcat comes from Debian.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
+import zlib
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -82,6 +94,13 @@ def clients_dir() -> Path:
 
 def _run(client: str, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> str:
     """Runs argv, returns its stdout; raises ClientFailed on a non-zero exit or after `timeout` seconds."""
+    return _run_with_stderr(client, argv, timeout, env)[0]
+
+
+def _run_with_stderr(
+    client: str, argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """As _run, for clients that report on stderr: returns (stdout, stderr)."""
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
@@ -105,7 +124,7 @@ def _run(client: str, argv: Sequence[str], timeout: float, env: Mapping[str, str
             proc.wait()
     if proc.returncode != 0:
         raise ClientFailed(client, f"exited with status {proc.returncode}", err)
-    return out
+    return out, err
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -185,6 +204,21 @@ def _bootstrap_result(client: str, raw: Mapping[str, Any]) -> BootstrapResult:
     )
 
 
+def _kcat() -> str:
+    return _require_program("kcat", "kcat", "Debian package kcat; `make sysdeps`")
+
+
+def _kcat_timeout_s(timeout: float) -> str:
+    """kcat's -m: its metadata (and producer flush) timeout, in whole seconds."""
+    return str(max(1, int(timeout * CLIENT_TIMEOUT_SHARE)))
+
+
+def _kcat_metadata(bootstrap: str, timeout: float, *args: str) -> dict[str, Any]:
+    """`kcat -L -J` with extra arguments (`-t TOPIC`)."""
+    out = _run("kcat", [_kcat(), "-L", "-J", "-b", bootstrap, "-m", _kcat_timeout_s(timeout), *args], timeout)
+    return _last_json_line("kcat", out)
+
+
 def _split_host_port(name: str) -> tuple[str, int]:
     host, _, port = name.rpartition(":")
     return host.strip("[]"), int(port)
@@ -226,10 +260,7 @@ def bootstrap_java(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> Bootstra
 
 def bootstrap_kcat(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
     """`kcat -L -J` (Debian's kcat, an old librdkafka). kcat does not show the cluster id."""
-    kcat = _require_program("kcat", "kcat", "Debian package kcat; `make sysdeps`")
-    metadata_timeout_s = max(1, int(timeout * CLIENT_TIMEOUT_SHARE))
-    out = _run("kcat", [kcat, "-L", "-J", "-b", bootstrap, "-m", str(metadata_timeout_s)], timeout)
-    raw = _last_json_line("kcat", out)
+    raw = _kcat_metadata(bootstrap, timeout)
     brokers = []
     for b in raw["brokers"]:
         host, port = _split_host_port(b["name"])
@@ -255,3 +286,522 @@ BOOTSTRAP: dict[str, Callable[[str, float], BootstrapResult]] = {
     "kcat": bootstrap_kcat,
 }
 CLIENTS = tuple(BOOTSTRAP)
+
+
+# ---------------------------------------------------------------------------------------------------
+# produce and consume
+
+# 10,000 records take a few seconds with any client; the budget covers a JVM start and a slow broker.
+RECORDS_TIMEOUT = 120.0
+ALL_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS: dict[str, tuple[str, ...]] = {
+    "aiokafka": ALL_CODECS,  # snappy, lz4 and zstd through cramjam
+    "kafka-python": ALL_CODECS,  # snappy, lz4 and zstd need python-snappy, lz4 and zstandard installed
+    "confluent-kafka": ALL_CODECS,
+    "kafkajs": ("none", "gzip"),  # the others need codec plug-ins kafkajs does not ship
+    "java": ALL_CODECS,
+    "kcat": ALL_CODECS,
+}
+KAFKA_PYTHON_CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
+# Explicit timestamps start an hour before the run: old enough to be distinct from the time of sending,
+# recent enough that retention (by a segment's largest timestamp) never deletes them during a test.
+TIMESTAMP_BASE_AGE_MS = 3_600_000
+# Compressible filler, so that librdkafka (which sends a batch uncompressed when compression does not
+# shrink it) really compresses; values come out between 100 and 200 bytes.
+PADDING = b"the quick brown fox jumps over the lazy dog " * 5
+KCAT_LINGER_MS = 10
+KCAT_DELIVERY = re.compile(r"Message delivered to partition (\d+) \(offset (-?\d+)\)")
+
+Header = tuple[str, bytes | None]  # a consumed header's value may be null
+
+
+@dataclass(frozen=True)
+class ProducedRecord:
+    """A record as sent and where the broker acknowledged it.
+
+    timestamp is None when the client cannot set one (it stamps the time of sending). offset is None with
+    acks=0 (the broker acknowledges nothing; what clients report then is not an offset), partition is None
+    when the client does not report it either (aiokafka with acks=0).
+    """
+
+    key: bytes
+    value: bytes
+    headers: tuple[Header, ...]
+    timestamp: int | None
+    partition: int | None
+    offset: int | None
+
+
+@dataclass(frozen=True)
+class ProduceResult:
+    """records are in the order sent. seconds is the client's own time from the first send to the last
+    acknowledgement (without process start); window_ms is the wall clock around the whole run, which
+    bounds the timestamps a client stamps itself."""
+
+    client: str
+    topic: str
+    codec: str
+    acks: int
+    idempotent: bool
+    records: tuple[ProducedRecord, ...]
+    seconds: float
+    window_ms: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class ConsumeResult:
+    """records are in the order the client returned them; seconds as in ProduceResult."""
+
+    client: str
+    topic: str
+    records: tuple[ConsumedRecord, ...]
+    seconds: float
+
+
+class _Outgoing(NamedTuple):
+    key: bytes
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int | None
+
+
+def _outgoing(client: str, count: int, *, per_record: bool) -> list[_Outgoing]:
+    """Record i: key `key-<i>`, value `value-<i>` plus padding, headers seq=<i> and client=<name>, timestamp
+    base + i. Without per_record (kcat) only the client header, the same for all, and no timestamp."""
+    base = _now_ms() - TIMESTAMP_BASE_AGE_MS
+    records = []
+    for i in range(count):
+        seq = (("seq", str(i).encode()),) if per_record else ()
+        head = f"value-{i} ".encode()
+        records.append(
+            _Outgoing(
+                key=f"key-{i}".encode(),
+                value=head + PADDING[: 100 + i * 7919 % 101 - len(head)],
+                headers=(*seq, ("client", client.encode())),
+                timestamp=base + i if per_record else None,
+            )
+        )
+    return records
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_codec(client: str, codec: str) -> None:
+    if codec not in CODECS[client]:
+        raise ValueError(f"{client} has no {codec} codec (it has {', '.join(CODECS[client])})")
+    if client == "kafka-python" and codec in KAFKA_PYTHON_CODEC_PACKAGES:
+        from kafka import codec as kafka_codec
+
+        if not getattr(kafka_codec, f"has_{codec}")():
+            raise ClientNotInstalled(
+                f"kafka-python: {codec} needs the Python package {KAFKA_PYTHON_CODEC_PACKAGES[codec]!r}"
+            )
+
+
+Placement = tuple[int | None, int | None]  # (partition, offset) as the client reports them
+
+
+def _produced(
+    client: str, records: Sequence[_Outgoing], placed: Mapping[int, Placement], acks: int
+) -> tuple[ProducedRecord, ...]:
+    """Joins the records sent with {record index: (partition, offset)} from the client."""
+    if sorted(placed) != list(range(len(records))):
+        found = len(placed.keys() & range(len(records)))
+        raise ClientFailed(client, f"acknowledgements for {found} of {len(records)} records")
+    return tuple(
+        ProducedRecord(r.key, r.value, r.headers, r.timestamp, placed[i][0], placed[i][1] if acks else None)
+        for i, r in enumerate(records)
+    )
+
+
+Launcher = Callable[[str, float, Sequence[str]], dict[str, Any]]
+
+
+def _produce_with_script(
+    client: str,
+    launch: Launcher,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    codec: str,
+    acks: int,
+    idempotent: bool,
+    timeout: float,
+) -> ProduceResult:
+    """The scripts read the records from a file, one per line: key, value, timestamp, then header
+    name/value pairs, tab-separated; they print {"acks": [[index, partition, offset|null]...], "seconds"}."""
+    _check_codec(client, codec)
+    records = _outgoing(client, count, per_record=True)
+    started = _now_ms()
+    with tempfile.TemporaryDirectory(prefix="samsa-produce-") as tmp:
+        path = Path(tmp) / "records.tsv"
+        with path.open("wb") as f:
+            for r in records:
+                headers = b"".join(b"\t" + name.encode() + b"\t" + value for name, value in r.headers)
+                f.write(b"%s\t%s\t%d%s\n" % (r.key, r.value, r.timestamp, headers))
+        raw = launch(
+            bootstrap, timeout, ["produce", topic, codec, str(acks), str(int(idempotent)), str(path)]
+        )
+    placed = {int(i): (p, o) for i, p, o in raw["acks"]}
+    return ProduceResult(
+        client,
+        topic,
+        codec,
+        acks,
+        idempotent,
+        _produced(client, records, placed, acks),
+        raw["seconds"],
+        (started, _now_ms()),
+    )
+
+
+def _consume_with_script(
+    client: str, launch: Launcher, bootstrap: str, topic: str, partitions: int, expected: int, timeout: float
+) -> ConsumeResult:
+    """The scripts print {"records": [[partition, offset, timestamp, key, value, [[name, value]...]]...],
+    "seconds"}, every string base64; they return what they have at their deadline."""
+    raw = launch(bootstrap, timeout, ["consume", topic, str(partitions), str(expected)])
+    records = tuple(
+        ConsumedRecord(
+            partition=int(p),
+            offset=int(o),
+            key=_unbase64(key),
+            value=_unbase64(value),
+            headers=tuple((base64.b64decode(n).decode(), _unbase64(v)) for n, v in headers),
+            timestamp=int(ts),
+        )
+        for p, o, ts, key, value, headers in raw["records"]
+    )
+    return ConsumeResult(client, topic, records, raw["seconds"])
+
+
+def _unbase64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+_PYTHON_RECORDS = "records.py"
+
+
+def produce_aiokafka(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    codec: str = "none",
+    acks: int = -1,
+    idempotent: bool = False,
+    timeout: float = RECORDS_TIMEOUT,
+) -> ProduceResult:
+    """AIOKafkaProducer.send() for every record, then all the futures awaited (py/records.py)."""
+    launch = partial(_run_python, "aiokafka", _PYTHON_RECORDS)
+    return _produce_with_script("aiokafka", launch, bootstrap, topic, count, codec, acks, idempotent, timeout)
+
+
+def produce_kafka_python(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    codec: str = "none",
+    acks: int = -1,
+    idempotent: bool = False,
+    timeout: float = RECORDS_TIMEOUT,
+) -> ProduceResult:
+    """KafkaProducer.send() for every record, flush(), then the futures read (tests/clients/py/records.py).
+    kafka-python turns idempotence on by default: `idempotent` sets it either way."""
+    launch = partial(_run_python, "kafka-python", _PYTHON_RECORDS)
+    return _produce_with_script(
+        "kafka-python", launch, bootstrap, topic, count, codec, acks, idempotent, timeout
+    )
+
+
+def produce_confluent_kafka(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    codec: str = "none",
+    acks: int = -1,
+    idempotent: bool = False,
+    timeout: float = RECORDS_TIMEOUT,
+) -> ProduceResult:
+    """Producer.produce() with a delivery callback per record, then flush() (tests/clients/py/records.py)."""
+    launch = partial(_run_python, "confluent-kafka", _PYTHON_RECORDS)
+    return _produce_with_script(
+        "confluent-kafka", launch, bootstrap, topic, count, codec, acks, idempotent, timeout
+    )
+
+
+def produce_kafkajs(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    codec: str = "none",
+    acks: int = -1,
+    idempotent: bool = False,
+    timeout: float = RECORDS_TIMEOUT,
+) -> ProduceResult:
+    """producer.send() in chunks of 2,000 records; the default partitioner is wrapped to learn each record's
+    partition, offsets follow from each partition's base offset (tests/clients/js/records.js)."""
+    launch = partial(_run_kafkajs, "records.js")
+    return _produce_with_script("kafkajs", launch, bootstrap, topic, count, codec, acks, idempotent, timeout)
+
+
+def produce_java(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    codec: str = "none",
+    acks: int = -1,
+    idempotent: bool = False,
+    timeout: float = RECORDS_TIMEOUT,
+) -> ProduceResult:
+    """KafkaProducer.send() with a callback per record, then flush() (tests/clients/java/Records.java). The
+    Java client turns idempotence on by default: `idempotent` sets it either way."""
+    launch = partial(_run_java, "Records.java")
+    return _produce_with_script("java", launch, bootstrap, topic, count, codec, acks, idempotent, timeout)
+
+
+def produce_kcat(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    codec: str = "none",
+    acks: int = -1,
+    idempotent: bool = False,
+    timeout: float = RECORDS_TIMEOUT,
+) -> ProduceResult:
+    """`kcat -P -K '\\t' -l FILE`. kcat cannot set a header or timestamp per record: every record carries
+    the header client=kcat and the time of sending. Its delivery reports (-v -v -v, on stderr) name a
+    partition and offset but not the record: each partition's reports are matched, in order, to the
+    records that librdkafka's default partitioner (CRC32 of the key) sends there."""
+    kcat = _kcat()
+    _check_codec("kcat", codec)
+    (topic_metadata,) = _kcat_metadata(bootstrap, timeout, "-t", topic)["topics"]
+    partitions = len(topic_metadata["partitions"])
+    records = _outgoing("kcat", count, per_record=False)
+    started = _now_ms()
+    with tempfile.TemporaryDirectory(prefix="samsa-produce-") as tmp:
+        path = Path(tmp) / "records.tsv"
+        path.write_bytes(b"".join(r.key + b"\t" + r.value + b"\n" for r in records))
+        argv = [kcat, "-P", "-b", bootstrap, "-t", topic, "-K", "\\t", "-l", str(path), "-H", "client=kcat"]
+        argv += ["-v", "-v", "-v", "-m", _kcat_timeout_s(timeout)]
+        for key, value in {
+            "compression.codec": codec,
+            "acks": acks,
+            "enable.idempotence": str(idempotent).lower(),
+            "linger.ms": KCAT_LINGER_MS,
+            "message.timeout.ms": _client_timeout_ms(timeout),
+        }.items():
+            argv += ["-X", f"{key}={value}"]
+        clock = time.monotonic()
+        _, err = _run_with_stderr("kcat", argv, timeout)
+        seconds = time.monotonic() - clock
+    placed = _kcat_placements([r.key for r in records], partitions, err)
+    return ProduceResult(
+        "kcat",
+        topic,
+        codec,
+        acks,
+        idempotent,
+        _produced("kcat", records, placed, acks),
+        seconds,
+        (started, _now_ms()),
+    )
+
+
+def _kcat_placements(keys: Sequence[bytes], partitions: int, stderr: str) -> dict[int, Placement]:
+    """{record index: (partition, offset)} from kcat's delivery reports, which come in order per partition."""
+    waiting: dict[int, deque[int]] = defaultdict(deque)
+    for i, key in enumerate(keys):
+        waiting[zlib.crc32(key) % partitions].append(i)
+    placed: dict[int, Placement] = {}
+    for match in KCAT_DELIVERY.finditer(stderr):
+        partition, offset = int(match[1]), int(match[2])
+        if not waiting[partition]:
+            raise ClientFailed(
+                "kcat", f"more delivery reports for partition {partition} than records", stderr
+            )
+        placed[waiting[partition].popleft()] = (partition, offset if offset >= 0 else None)
+    return placed
+
+
+def consume_aiokafka(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+) -> ConsumeResult:
+    """AIOKafkaConsumer without a group: assign(), seek_to_beginning(), getmany() (py/records.py)."""
+    launch = partial(_run_python, "aiokafka", _PYTHON_RECORDS)
+    return _consume_with_script("aiokafka", launch, bootstrap, topic, partitions, expected, timeout)
+
+
+def consume_kafka_python(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+) -> ConsumeResult:
+    """KafkaConsumer without a group: assign(), seek_to_beginning(), poll() (py/records.py)."""
+    launch = partial(_run_python, "kafka-python", _PYTHON_RECORDS)
+    return _consume_with_script("kafka-python", launch, bootstrap, topic, partitions, expected, timeout)
+
+
+def consume_confluent_kafka(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+) -> ConsumeResult:
+    """Consumer.assign() at OFFSET_BEGINNING, consume() in batches; no commits (py/records.py)."""
+    launch = partial(_run_python, "confluent-kafka", _PYTHON_RECORDS)
+    return _consume_with_script("confluent-kafka", launch, bootstrap, topic, partitions, expected, timeout)
+
+
+def consume_kafkajs(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+) -> ConsumeResult:
+    """kafkajs has no assign(): its own Fetch through the client's cluster object (js/records.js)."""
+    launch = partial(_run_kafkajs, "records.js")
+    return _consume_with_script("kafkajs", launch, bootstrap, topic, partitions, expected, timeout)
+
+
+def consume_java(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+) -> ConsumeResult:
+    """KafkaConsumer without group.id: assign(), seekToBeginning(), poll() (java/Records.java)."""
+    launch = partial(_run_java, "Records.java")
+    return _consume_with_script("java", launch, bootstrap, topic, partitions, expected, timeout)
+
+
+def consume_kcat(
+    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+) -> ConsumeResult:
+    """`kcat -C -o beginning -c EXPECTED -J`: kcat reads every partition of the topic (whatever
+    `partitions` says) and fails by timing out when fewer records than expected come."""
+    kcat = _kcat()
+    argv = [kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(expected), "-J", "-q"]
+    clock = time.monotonic()
+    out = _run("kcat", [*argv, "-m", _kcat_timeout_s(timeout)], timeout)
+    seconds = time.monotonic() - clock
+    records = []
+    for line in out.splitlines():
+        m = json.loads(line)
+        flat = m.get("headers") or []
+        records.append(
+            ConsumedRecord(
+                partition=m["partition"],
+                offset=m["offset"],
+                key=_encode(m["key"]),
+                value=_encode(m["payload"]),
+                headers=tuple((flat[i], _encode(flat[i + 1])) for i in range(0, len(flat), 2)),
+                timestamp=m["ts"],
+            )
+        )
+    return ConsumeResult("kcat", topic, tuple(records), seconds)
+
+
+def _encode(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
+PRODUCE: dict[str, Callable[..., ProduceResult]] = {
+    "aiokafka": produce_aiokafka,
+    "kafka-python": produce_kafka_python,
+    "confluent-kafka": produce_confluent_kafka,
+    "kafkajs": produce_kafkajs,
+    "java": produce_java,
+    "kcat": produce_kcat,
+}
+CONSUME: dict[str, Callable[..., ConsumeResult]] = {
+    "aiokafka": consume_aiokafka,
+    "kafka-python": consume_kafka_python,
+    "confluent-kafka": consume_confluent_kafka,
+    "kafkajs": consume_kafkajs,
+    "java": consume_java,
+    "kcat": consume_kcat,
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# the round-trip check
+
+MAX_PROBLEMS_SHOWN = 20
+# A timestamp the client stamps itself may come from a clock read a little before the run's window.
+CLOCK_SLACK_MS = 1000
+
+
+def check_round_trip(produced: ProduceResult, consumed: ConsumeResult) -> None:
+    """Raises AssertionError listing what differs: every record read back once; per partition, offsets
+    contiguous from 0 in the order read, the records in the order sent, at the offsets acknowledged, with
+    keys, values, headers and timestamps intact (a timestamp the client stamped itself within the run)."""
+    read: dict[int, list[ConsumedRecord]] = defaultdict(list)
+    for c in consumed.records:
+        read[c.partition].append(c)
+    # A record whose partition the client did not report belongs where its (unique) key was read.
+    read_in = {c.key: c.partition for c in consumed.records}
+    sent: dict[int, list[ProducedRecord]] = defaultdict(list)
+    problems: list[str] = []
+    for r in produced.records:
+        partition = read_in.get(r.key) if r.partition is None else r.partition
+        if partition is None:
+            problems.append(f"key {r.key!r} (partition not reported) was not read")
+        else:
+            sent[partition].append(r)
+    for partition in sorted(sent.keys() | read.keys()):
+        problems += _partition_problems(partition, sent[partition], read[partition], produced.window_ms)
+    if problems:
+        shown = "\n  ".join(problems[:MAX_PROBLEMS_SHOWN])
+        more = (
+            f"\n  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more"
+            if len(problems) > MAX_PROBLEMS_SHOWN
+            else ""
+        )
+        raise AssertionError(
+            f"{produced.client} ({produced.codec}, acks={produced.acks}) -> {consumed.client}: "
+            f"{len(produced.records)} records sent, {len(consumed.records)} read; "
+            f"{len(problems)} problems:\n  {shown}{more}"
+        )
+
+
+def _partition_problems(
+    partition: int, sent: list[ProducedRecord], read: list[ConsumedRecord], window_ms: tuple[int, int]
+) -> list[str]:
+    where = f"partition {partition}"
+    problems = []
+    if len(sent) != len(read):
+        problems.append(f"{where}: {len(sent)} records sent, {len(read)} read")
+    offsets = [c.offset for c in read]
+    if offsets != list(range(len(read))):
+        first = next(i for i, o in enumerate(offsets) if o != i)
+        problems.append(
+            f"{where}: offsets read are not 0, 1, 2...: position {first} has offset {offsets[first]}"
+        )
+    acked = [s.offset for s in sent if s.offset is not None]
+    if acked != sorted(set(acked)):
+        problems.append(f"{where}: acknowledged offsets are not increasing in the order sent")
+    low, high = window_ms[0] - CLOCK_SLACK_MS, window_ms[1] + CLOCK_SLACK_MS
+    for position, (s, c) in enumerate(zip(sent, read, strict=False)):
+        at = f"{where} position {position} (key {s.key!r})"
+        if s.offset is not None and s.offset != c.offset:
+            problems.append(f"{at}: acknowledged at offset {s.offset}, read at {c.offset}")
+        if (c.key, c.value) != (s.key, s.value):
+            problems.append(f"{at}: read key {c.key!r} value {_short(c.value)}, sent value {_short(s.value)}")
+        if c.headers != s.headers:
+            problems.append(f"{at}: headers {c.headers} read, {s.headers} sent")
+        if s.timestamp is not None and c.timestamp != s.timestamp:
+            problems.append(f"{at}: timestamp {c.timestamp} read, {s.timestamp} sent")
+        if s.timestamp is None and not low <= c.timestamp <= high:
+            problems.append(f"{at}: timestamp {c.timestamp} is outside the run's window {window_ms}")
+    return problems
+
+
+def _short(value: bytes | None) -> str:
+    return repr(value if value is None or len(value) <= 40 else value[:40] + b"...")

@@ -8,7 +8,7 @@ async function main () {
   const [bootstrap, timeoutMs] = [process.argv[2], Number(process.argv[3] || 30000)]
   const kafka = new Kafka({
     clientId: 'samsa-test-kafkajs',
-    brokers: [bootstrap],
+    brokers: bootstrap.split(','),
     logLevel: logLevel.ERROR,
     connectionTimeout: timeoutMs,
     requestTimeout: timeoutMs,

@@ -1,0 +1,331 @@
+"""ConfigAdmin: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers, in
+Kafka's ZooKeeper-mode semantics (ZkAdminManager).
+
+- DescribeConfigs lists every topic config (overrides from ``/config/topics/<t>`` over the broker's
+  defaults) or every broker setting, as ``config_entries`` builds them.
+- AlterConfigs replaces a resource's whole override set; IncrementalAlterConfigs changes it by SET,
+  DELETE, APPEND and SUBTRACT (the last two on list configs only). Topic changes are checked with
+  storage's LogConfig: an unknown name is INVALID_CONFIG, a bad value INVALID_REQUEST (as Kafka's
+  ZooKeeper mode answers a ConfigException). Broker resources are this broker's id (per-broker
+  overrides) or "" (the cluster-wide defaults); only the settings Samsa applies at runtime may change.
+- A change is written to ZooKeeper with its change notification, and applied to this broker at once;
+  the other brokers apply it when they see the notification.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
+from broker.config import BROKER_CONFIG
+from broker.config_catalog import (
+    LIST_TOPIC_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigType,
+    ResourceType,
+    broker_config_type,
+)
+from broker.config_entries import ConfigDescriber, ConfigEntry, broker_defaults, check_topic_configs
+from broker.config_listener import ConfigChangeListener
+from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
+from broker.metadata_cache import MetadataCache
+from broker.network.request_channel import Request
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import (
+    AlterConfigsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+    Message,
+)
+from protocol.topic import topic_name_error
+from storage.config import LogConfig
+from storage.errors import InvalidConfigError
+
+log = logging.getLogger(__name__)
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+def resource_label(resource_type: int, name: str) -> str:
+    return f"ConfigResource(type={_type_name(resource_type)}, name='{name}')"
+
+
+class ConfigAdmin:
+    def __init__(
+        self,
+        broker_id: int,
+        config_value: Callable[[str], object],
+        admin_zk: AdminZkClient,
+        metadata_cache: MetadataCache,
+        dynamic: DynamicBrokerConfig,
+        listener: ConfigChangeListener,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config_value = config_value
+        self.admin_zk = admin_zk
+        self.metadata_cache = metadata_cache
+        self.dynamic = dynamic
+        self.listener = listener
+        self.describer = ConfigDescriber(dynamic)
+
+    # -- DescribeConfigs ------------------------------------------------------------------------
+
+    async def handle_describe_configs(self, request: Request) -> Message:
+        body = request.body
+        results = []
+        for resource in body.resources:
+            result = DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=[],
+            )
+            try:
+                entries = await self._describe(resource.resource_type, resource.resource_name)
+            except KafkaError as e:
+                result.error_code, result.error_message = e.code, e.message
+                results.append(result)
+                continue
+            keys = resource.configuration_keys
+            result.configs = [
+                DescribeConfigsResponse.DescribeConfigsResourceResult(
+                    name=entry.name,
+                    value=entry.value,
+                    read_only=entry.read_only,
+                    config_source=entry.source,
+                    is_sensitive=entry.sensitive,
+                    synonyms=[
+                        DescribeConfigsResponse.DescribeConfigsSynonym(name=n, value=v, source=s)
+                        for n, v, s in entry.synonyms
+                    ]
+                    if body.include_synonyms
+                    else [],
+                    config_type=entry.type,
+                    documentation=entry.doc if body.include_documentation else None,
+                )
+                for entry in entries
+                if keys is None or entry.name in keys
+            ]
+            results.append(result)
+        return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    async def _describe(self, resource_type: int, name: str) -> list[ConfigEntry]:
+        if resource_type == ResourceType.TOPIC:
+            problem = topic_name_error(name)
+            if problem:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+            if not self.metadata_cache.contains(name):
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            overrides = await self.admin_zk.entity_config(TOPIC_ENTITY, name)
+            try:
+                return self.describer.topic_entries(overrides)
+            except InvalidConfigError as e:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG, f"The configs of topic '{name}' are invalid: {e}"
+                ) from None
+        if resource_type == ResourceType.BROKER:
+            if not name:
+                return self.describer.broker_entries(self.config_value, per_broker=False)
+            if self._broker_id(name) != self.broker_id:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Unexpected broker id, expected {self.broker_id} or empty string, but received {name}",
+                )
+            return self.describer.broker_entries(self.config_value, per_broker=True)
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {_type_name(resource_type)}")
+
+    # -- AlterConfigs ---------------------------------------------------------------------------
+
+    async def handle_alter_configs(self, request: Request) -> Message:
+        body = request.body
+        responses = []
+        for resource in body.resources:
+            error, message = ErrorCode.NONE, None
+            try:
+                nulls = [c.name for c in resource.configs if c.value is None]
+                if nulls:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}"
+                    )
+                props = {c.name: c.value for c in resource.configs}
+                await self._alter(resource.resource_type, resource.resource_name, props, body.validate_only)
+            except KafkaError as e:
+                error, message = e.code, e.message
+            responses.append(
+                AlterConfigsResponse.AlterConfigsResourceResponse(
+                    error_code=error,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+    async def handle_incremental_alter_configs(self, request: Request) -> Message:
+        body = request.body
+        responses = []
+        for resource in body.resources:
+            error, message = ErrorCode.NONE, None
+            try:
+                props = await self._incremental_props(resource)
+                await self._alter(resource.resource_type, resource.resource_name, props, body.validate_only)
+            except KafkaError as e:
+                error, message = e.code, e.message
+            responses.append(
+                IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                    error_code=error,
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+    async def _incremental_props(self, resource: Message) -> dict[str, str]:
+        """The resource's override set after the request's operations."""
+        ops = resource.configs
+        names = [op.name for op in ops]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(duplicates)}"
+            )
+        for op in ops:
+            if op.config_operation not in _OP_NAMES:
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Unknown config operation {op.config_operation} for {op.name}"
+                )
+        nulls = [
+            f"{_OP_NAMES[op.config_operation]}:{op.name}"
+            for op in ops
+            if op.value is None and op.config_operation != DELETE
+        ]
+        if nulls:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+        kind, name = resource.resource_type, resource.resource_name
+        if kind == ResourceType.TOPIC:
+            current = await self.admin_zk.entity_config(TOPIC_ENTITY, name)
+            return apply_incremental_ops(
+                current, ops, LIST_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig().to_props()
+            )
+        if kind == ResourceType.BROKER:
+            entity = str(self.broker_id) if self._is_per_broker(name) else DEFAULT_ENTITY
+            current = await self.admin_zk.entity_config(BROKER_ENTITY, entity)
+            lists = {n for n in BROKER_CONFIG.keys if broker_config_type(n) is ConfigType.LIST}
+            return apply_incremental_ops(current, ops, lists, BROKER_CONFIG.keys, broker_defaults())
+        raise _unsupported(kind)
+
+    async def _alter(self, resource_type: int, name: str, props: dict[str, str], validate_only: bool) -> None:
+        if resource_type == ResourceType.TOPIC:
+            await self._alter_topic(name, props, validate_only)
+        elif resource_type == ResourceType.BROKER:
+            await self._alter_broker(name, props, validate_only)
+        else:
+            raise _unsupported(resource_type)
+
+    async def _alter_topic(self, topic: str, props: dict[str, str], validate_only: bool) -> None:
+        if not self.metadata_cache.contains(topic):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+        problem = topic_name_error(topic)
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if not await self.admin_zk.topic_exists(topic):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
+        resource = resource_label(ResourceType.TOPIC, topic)
+        check_topic_configs(props, self.dynamic.log_defaults(), ErrorCode.INVALID_REQUEST, resource)
+        if validate_only:
+            return
+        await self.admin_zk.change_entity_config(TOPIC_ENTITY, topic, props)
+        self.listener.apply_topic(topic, props)
+
+    async def _alter_broker(self, name: str, props: dict[str, str], validate_only: bool) -> None:
+        per_broker = self._is_per_broker(name)
+        try:
+            self.dynamic.validate(props, per_broker)
+        except DynamicConfigError as e:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid config value for resource {resource_label(ResourceType.BROKER, name)}: {e}",
+            ) from None
+        if validate_only:
+            return
+        entity = str(self.broker_id) if per_broker else DEFAULT_ENTITY
+        await self.admin_zk.change_entity_config(BROKER_ENTITY, entity, props)
+        if per_broker:
+            self.dynamic.per_broker = dict(props)
+        else:
+            self.dynamic.cluster_default = dict(props)
+        self.listener.apply_broker_overrides()
+
+    def _is_per_broker(self, name: str) -> bool:
+        """True for this broker's id, False for "" (every broker); INVALID_REQUEST for another id."""
+        if not name:
+            return False
+        if self._broker_id(name) != self.broker_id:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {self.broker_id}, but received {name}",
+            )
+        return True
+
+    @staticmethod
+    def _broker_id(name: str) -> int:
+        try:
+            return int(name)
+        except ValueError:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            ) from None
+
+
+def _unsupported(resource_type: int) -> KafkaError:
+    return KafkaError(
+        ErrorCode.INVALID_REQUEST,
+        "AlterConfigs is only supported for topics and brokers, but resource type is "
+        + _type_name(resource_type),
+    )
+
+
+def _type_name(resource_type: int) -> str:
+    try:
+        return ResourceType(resource_type).name
+    except ValueError:
+        return f"UNKNOWN({resource_type})"
+
+
+def apply_incremental_ops(
+    current: Mapping[str, str],
+    ops: Sequence[Message],
+    list_names: set[str] | frozenset[str],
+    known: Mapping[str, object],
+    defaults: Mapping[str, str],
+) -> dict[str, str]:
+    """IncrementalAlterConfigs' SET, DELETE, APPEND and SUBTRACT over ``current`` (APPEND adds only
+    values not already there; a list not yet set starts from its default)."""
+    props = dict(current)
+    for op in ops:
+        name, value, kind = op.name, op.value, op.config_operation
+        if kind == SET:
+            props[name] = value
+        elif kind == DELETE:
+            props.pop(name, None)
+        else:
+            if name not in known:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
+            if name not in list_names:
+                verb = "append" if kind == APPEND else "subtract"
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"
+                )
+            old = [v for v in props.get(name, defaults.get(name, "")).split(",") if v]
+            given = [v for v in value.split(",") if v]
+            new = (
+                old + [v for v in given if v not in old]
+                if kind == APPEND
+                else [v for v in old if v not in given]
+            )
+            props[name] = ",".join(new)
+    return props

@@ -1,0 +1,159 @@
+"""ConfigChangeListener: applies the config changes announced in ZooKeeper to this broker's logs.
+
+Every broker watches ``/config/changes`` (Kafka's ZkNodeChangeNotificationListener): a sequential
+``config_change_<n>`` names an entity (``topics/<t>`` or ``brokers/<id>`` / ``brokers/<default>``)
+whose overrides under ``/config`` changed; the broker reads them again and applies them to its logs at
+once (LogManager.update_topic_config). Notifications older than 15 minutes are deleted, as Kafka does.
+It also watches ``/config/topics``: a new topic's configs are written before its assignment, so they
+reach the log manager before the controller asks this broker to create the topic's logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
+from broker.dynamic_config import DynamicBrokerConfig
+from broker.zk import znodes
+from storage.config import LogConfig
+from storage.errors import InvalidConfigError
+from storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+def _sequence(child: str) -> int:
+    return int(child[len(znodes.CONFIG_CHANGE_PREFIX) :])
+
+
+class ConfigChangeListener:
+    def __init__(
+        self, broker_id: int, admin_zk: AdminZkClient, dynamic: DynamicBrokerConfig, log_manager: LogManager
+    ) -> None:
+        self.broker_id = broker_id
+        self.admin_zk = admin_zk
+        self.dynamic = dynamic
+        self.log_manager = log_manager
+        self.topic_overrides: dict[str, dict[str, str]] = {}
+        self._last_change = -1
+        self._lock = asyncio.Lock()  # one change at a time, in sequence order
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        """Loads every override, applies them, then follows the changes."""
+        zk = self.admin_zk.zk
+        pending = [c for c in await zk.get_children(znodes.CONFIG_CHANGES) or [] if self._is_change(c)]
+        # What is announced now is in the state read below; later changes are the watch's.
+        self._last_change = max(map(_sequence, pending), default=-1)
+        await self._load_broker_overrides()
+        for topic in await self.admin_zk.entity_names(TOPIC_ENTITY):
+            self.topic_overrides[topic] = await self.admin_zk.entity_config(TOPIC_ENTITY, topic)
+        self.apply_broker_overrides()
+        zk.watch_children(znodes.CONFIG_TOPICS, self._on_topic_configs)
+        zk.watch_children(znodes.CONFIG_CHANGES, self._on_changes)
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- applying -------------------------------------------------------------------------------
+
+    def apply_topic(
+        self, topic: str, overrides: Mapping[str, str], defaults: LogConfig | None = None
+    ) -> None:
+        """Makes ``overrides`` the topic's config on this broker (its logs change at once)."""
+        self.topic_overrides[topic] = dict(overrides)
+        try:
+            config = LogConfig.from_props(overrides, defaults or self.dynamic.log_defaults())
+        except InvalidConfigError as e:
+            log.warning("ignoring the invalid configs of topic %s in ZooKeeper: %s", topic, e)
+            return
+        self.log_manager.update_topic_config(topic, config)
+
+    def apply_broker_overrides(self) -> None:
+        """New log defaults from the dynamic broker configs, for every topic without its own value."""
+        try:
+            defaults = self.dynamic.log_defaults()
+        except InvalidConfigError as e:
+            log.warning("ignoring invalid dynamic broker configs in ZooKeeper: %s", e)
+            return
+        self.log_manager.default_config = defaults
+        topics = set(self.topic_overrides) | {lg.topic for lg in self.log_manager.all_logs()}
+        for topic in sorted(topics):
+            self.apply_topic(topic, self.topic_overrides.get(topic, {}), defaults)
+
+    async def _load_broker_overrides(self) -> None:
+        self.dynamic.cluster_default = await self.admin_zk.entity_config(BROKER_ENTITY, DEFAULT_ENTITY)
+        self.dynamic.per_broker = await self.admin_zk.entity_config(BROKER_ENTITY, str(self.broker_id))
+
+    # -- watches --------------------------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("applying a config change failed", exc_info=task.exception())
+
+    def _on_topic_configs(self, children: list[str]) -> None:
+        new = [t for t in children if t not in self.topic_overrides]
+        for topic in set(self.topic_overrides) - set(children):
+            del self.topic_overrides[topic]  # the topic was deleted
+        if new:
+            self._spawn(self._load_topics(new))
+
+    async def _load_topics(self, topics: list[str]) -> None:
+        async with self._lock:
+            for topic in topics:
+                self.apply_topic(topic, await self.admin_zk.entity_config(TOPIC_ENTITY, topic))
+
+    def _on_changes(self, children: list[str]) -> None:
+        if any(self._is_change(c) and _sequence(c) > self._last_change for c in children):
+            self._spawn(self._process_changes())
+
+    @staticmethod
+    def _is_change(child: str) -> bool:
+        return (
+            child.startswith(znodes.CONFIG_CHANGE_PREFIX)
+            and child[len(znodes.CONFIG_CHANGE_PREFIX) :].isdigit()
+        )
+
+    async def _process_changes(self) -> None:
+        zk = self.admin_zk.zk
+        async with self._lock:
+            children = sorted(
+                (c for c in await zk.get_children(znodes.CONFIG_CHANGES) or [] if self._is_change(c)),
+                key=_sequence,
+            )
+            now = time.time() * 1000
+            for child in children:
+                path = f"{znodes.CONFIG_CHANGES}/{child}"
+                if _sequence(child) > self._last_change:
+                    found = await zk.get(path)
+                    if found is not None:
+                        await self._apply_change(*znodes.decode_config_change(found[0]))
+                    self._last_change = _sequence(child)
+                    stat = found[1] if found else None
+                else:
+                    stat = await zk.exists(path)
+                if stat is not None and now - stat.ctime > CHANGE_EXPIRATION_MS:
+                    await zk.delete(path)
+
+    async def _apply_change(self, entity_type: str, name: str) -> None:
+        if entity_type == TOPIC_ENTITY:
+            log.info("config change for topic %s", name)
+            self.apply_topic(name, await self.admin_zk.entity_config(TOPIC_ENTITY, name))
+        elif entity_type == BROKER_ENTITY and name in (DEFAULT_ENTITY, str(self.broker_id)):
+            log.info("dynamic broker config change (%s)", name)
+            await self._load_broker_overrides()
+            self.apply_broker_overrides()

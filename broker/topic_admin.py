@@ -1,0 +1,346 @@
+"""TopicAdmin: CreateTopics, DeleteTopics, CreatePartitions and Metadata's topic auto-creation, in Kafka's
+ZooKeeper-mode semantics (ZkAdminManager, AdminZkClient).
+
+The broker checks a request, computes replica assignments from the brokers registered in
+``/brokers/ids`` and writes ZooKeeper; the controller does the rest (partition states, leaders,
+LeaderAndIsr, UpdateMetadata). Like Kafka, the answer waits until this broker's metadata cache (filled
+by the controller's UpdateMetadata) shows the outcome: every partition of a created topic (or of a
+topic that got partitions) with a leader, a deleted topic gone. A request whose timeout passes first is
+answered REQUEST_TIMED_OUT for those topics (the change itself still goes on); a timeout of 0 or less
+answers at once, REQUEST_TIMED_OUT for every topic written, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from broker.admin_zk import AdminZkClient
+from broker.config import KafkaConfig
+from broker.config_entries import ConfigDescriber, check_topic_configs
+from broker.config_listener import ConfigChangeListener
+from broker.dynamic_config import DynamicBrokerConfig
+from broker.metadata_cache import MetadataCache
+from broker.network.request_channel import Request
+from broker.replica_assignment import (
+    BrokerMetadata,
+    assign_replicas,
+    ignore_partial_racks,
+    new_partitions_assignment,
+    validate_topic_assignment,
+)
+from broker.zk import znodes
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    Message,
+)
+from protocol.topic import is_internal, topic_name_error
+
+log = logging.getLogger(__name__)
+
+NO_NUM_PARTITIONS = -1
+NO_REPLICATION_FACTOR = -1
+ZERO_UUID = uuid.UUID(int=0)
+POLL_SECONDS = 0.01  # how often a waiting request looks at the metadata cache again
+
+
+class TopicAdmin:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        admin_zk: AdminZkClient,
+        metadata_cache: MetadataCache,
+        dynamic: DynamicBrokerConfig,
+        listener: ConfigChangeListener,
+    ) -> None:
+        self.config = config
+        self.admin_zk = admin_zk
+        self.metadata_cache = metadata_cache
+        self.dynamic = dynamic
+        self.listener = listener
+        self.describer = ConfigDescriber(dynamic)
+
+    # -- waiting for the controller ----------------------------------------------------------------
+
+    def _missing_leaders(self, topic: str, partitions: Iterable[int]) -> bool:
+        for p in partitions:
+            found = self.metadata_cache.partition(topic, p)
+            if found is None or found.leader < 0:
+                return True
+        return False
+
+    async def _wait(self, done: Callable[[], bool], timeout_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while not done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(min(POLL_SECONDS, remaining))
+
+    async def _await_outcome(
+        self, pending: dict[str, Callable[[], bool]], timeout_ms: int, what: str
+    ) -> dict[str, KafkaError]:
+        """Waits until each pending topic's check passes; the topics still pending at the end, with
+        REQUEST_TIMED_OUT."""
+        if pending and timeout_ms > 0:
+            await self._wait(lambda: all(check() for check in pending.values()), timeout_ms)
+        return {
+            topic: KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"{what} of topic '{topic}' was written but not yet seen applied within {timeout_ms} ms",
+            )
+            for topic, check in pending.items()
+            if timeout_ms <= 0 or not check()
+        }
+
+    # -- CreateTopics -----------------------------------------------------------------------------
+
+    async def handle_create_topics(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        counts = Counter(t.name for t in body.topics)
+        brokers = await self.admin_zk.registered_brokers()
+        results: list[Message] = []
+        errors: dict[int, KafkaError] = {}
+        pending: dict[str, Callable[[], bool]] = {}
+        for i, topic in enumerate(body.topics):
+            result = CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_message=None)
+            results.append(result)
+            if counts[topic.name] > 1:
+                errors[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
+                continue
+            try:
+                assignment, configs = await self._prepare_topic(topic, brokers)
+                result.num_partitions = len(assignment)
+                result.replication_factor = len(assignment[0])
+                result.configs = [
+                    CreateTopicsResponse.CreatableTopicConfigs(
+                        name=e.name,
+                        value=e.value,
+                        read_only=e.read_only,
+                        config_source=e.source,
+                        is_sensitive=e.sensitive,
+                    )
+                    for e in self.describer.topic_entries(configs)
+                ]
+                if not body.validate_only:
+                    result.topic_id = await self._write_topic(topic.name, configs, assignment)
+                    partitions = list(assignment)
+                    pending[topic.name] = lambda t=topic.name, ps=partitions: not self._missing_leaders(t, ps)
+            except KafkaError as e:
+                errors[i] = e
+        late = await self._await_outcome(pending, body.timeout_ms, "The creation")
+        for i, result in enumerate(results):
+            error = errors.get(i) or late.get(result.name)
+            if error is not None:
+                result.error_code, result.error_message = error.code, error.message
+                result.num_partitions, result.replication_factor, result.configs = -1, -1, []
+                result.topic_id = ZERO_UUID
+                if error.code not in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    log.info("CreateTopics v%d of %s: %s", version, result.name, error)
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def _prepare_topic(
+        self, topic: Message, brokers: list[BrokerMetadata]
+    ) -> tuple[dict[int, list[int]], dict[str, str]]:
+        """The topic's assignment and configs, checked as Kafka checks them (in Kafka's order)."""
+        name = topic.name
+        if self.metadata_cache.contains(name):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        nulls = [c.name for c in topic.configs if c.value is None]
+        if nulls:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, f"Null value not supported for topic configs : {','.join(nulls)}"
+            )
+        explicit = bool(topic.assignments)
+        if explicit and (
+            topic.num_partitions != NO_NUM_PARTITIONS or topic.replication_factor != NO_REPLICATION_FACTOR
+        ):
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        if explicit:
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        else:
+            num_partitions = topic.num_partitions
+            if num_partitions == NO_NUM_PARTITIONS:
+                num_partitions = self.config["num.partitions"]
+            replication_factor = topic.replication_factor
+            if replication_factor == NO_REPLICATION_FACTOR:
+                replication_factor = self.config["default.replication.factor"]
+            assignment = assign_replicas(brokers, num_partitions, replication_factor)
+        await self._check_new_name(name)
+        if explicit:
+            validate_topic_assignment(assignment, {b.id for b in brokers})
+        configs = {c.name: c.value for c in topic.configs}
+        check_topic_configs(configs, self.dynamic.log_defaults(), ErrorCode.INVALID_CONFIG)
+        return assignment, configs
+
+    async def _check_new_name(self, name: str) -> None:
+        problem = topic_name_error(name)
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if await self.admin_zk.topic_exists(name):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if "." in name or "_" in name:
+            # Metric names turn '.' into '_', so Kafka refuses topics that differ only there.
+            key = name.replace(".", "_")
+            colliding = sorted(t for t in await self.admin_zk.all_topics() if t.replace(".", "_") == key)
+            if name in colliding:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            if colliding:
+                raise KafkaError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topics: {', '.join(colliding)}",
+                )
+
+    async def _write_topic(
+        self, name: str, configs: dict[str, str], assignment: dict[int, list[int]]
+    ) -> uuid.UUID:
+        topic_id = await self.admin_zk.create_topic(name, configs, assignment)
+        # This broker's logs of the topic get its configs even before the /config/topics watch fires.
+        self.listener.apply_topic(name, configs)
+        return topic_id
+
+    async def auto_create_topic(self, name: str) -> None:
+        """Metadata's auto-creation: the broker defaults, racks only if every broker has one; a topic
+        that already exists (another broker got there first) is fine. Does not wait for leaders."""
+        brokers = ignore_partial_racks(await self.admin_zk.registered_brokers())
+        assignment = assign_replicas(
+            brokers, self.config["num.partitions"], self.config["default.replication.factor"]
+        )
+        try:
+            await self._check_new_name(name)
+            await self._write_topic(name, {}, assignment)
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        else:
+            log.info(
+                "auto-created topic %s with %d partitions and replication factor %d",
+                name,
+                len(assignment),
+                len(assignment[0]),
+            )
+
+    # -- DeleteTopics -----------------------------------------------------------------------------
+
+    def _topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        return next(
+            (t for t in self.metadata_cache.topic_names() if self.metadata_cache.topic_id(t) == topic_id),
+            None,
+        )
+
+    async def handle_delete_topics(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        if version >= 6:
+            entries = [(t.name, t.topic_id) for t in body.topics]
+        else:
+            entries = [(name, ZERO_UUID) for name in body.topic_names]
+        results = [
+            DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_message=None)
+            for name, topic_id in entries
+        ]
+        refusal: KafkaError | None = None
+        if not self.config["delete.topic.enable"]:
+            code = ErrorCode.INVALID_REQUEST if version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+            refusal = KafkaError(code, "Topic deletion is disabled.")
+        elif any(name is not None and topic_id != ZERO_UUID for name, topic_id in entries):
+            refusal = KafkaError(
+                ErrorCode.INVALID_REQUEST, "Topic name and topic ID can not both be specified."
+            )
+        if refusal is not None:
+            for result in results:
+                result.error_code, result.error_message = refusal.code, refusal.message
+            return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+        pending: dict[str, Callable[[], bool]] = {}
+        errors: dict[str, KafkaError] = {}
+        for result in results:
+            if result.topic_id != ZERO_UUID:
+                result.name = self._topic_by_id(result.topic_id)
+                if result.name is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                    result.error_message = f"Topic id {znodes.topic_id_string(result.topic_id)} is not known."
+                    continue
+            name = result.name
+            if name in pending or name in errors:
+                continue
+            try:
+                if is_internal(name):
+                    raise KafkaError(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is internal and cannot be deleted."
+                    )
+                if not self.metadata_cache.contains(name):
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+                await self.admin_zk.mark_for_deletion(name)
+                pending[name] = lambda t=name: not self.metadata_cache.contains(t)
+            except KafkaError as e:
+                errors[name] = e
+        errors.update(await self._await_outcome(pending, body.timeout_ms, "The deletion"))
+        for result in results:
+            error = errors.get(result.name) if result.name is not None else None
+            if error is not None:
+                result.error_code, result.error_message = error.code, error.message
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+    # -- CreatePartitions -------------------------------------------------------------------------
+
+    async def handle_create_partitions(self, request: Request) -> Message:
+        body = request.body
+        counts = Counter(t.name for t in body.topics)
+        brokers = await self.admin_zk.registered_brokers()
+        errors: dict[int, KafkaError] = {}
+        pending: dict[str, Callable[[], bool]] = {}
+        for i, topic in enumerate(body.topics):
+            try:
+                if counts[topic.name] > 1:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                total = await self._add_partitions(topic, brokers, body.validate_only)
+                if not body.validate_only:
+                    pending[topic.name] = lambda t=topic.name, n=total: not self._missing_leaders(t, range(n))
+            except KafkaError as e:
+                errors[i] = e
+        late = await self._await_outcome(pending, body.timeout_ms, "The partition increase")
+        results = []
+        for i, topic in enumerate(body.topics):
+            error = errors.get(i) or late.get(topic.name)
+            results.append(
+                CreatePartitionsResponse.CreatePartitionsTopicResult(
+                    name=topic.name,
+                    error_code=ErrorCode.NONE if error is None else error.code,
+                    error_message=None if error is None else error.message,
+                )
+            )
+        return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+    async def _add_partitions(
+        self, topic: Message, brokers: list[BrokerMetadata], validate_only: bool
+    ) -> int:
+        """Checks and (unless ``validate_only``) writes the larger assignment; returns the new count."""
+        name = topic.name
+        if await self.admin_zk.is_queued_for_deletion(name):
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+        found = await self.admin_zk.topic_assignment(name)
+        if found is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        current, version = found
+        if current.adding_replicas or current.removing_replicas:
+            raise KafkaError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                f"A partition reassignment is in progress for the topic '{name}'.",
+            )
+        manual = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        added = new_partitions_assignment(name, current.partitions, brokers, topic.count, manual)
+        if not validate_only:
+            current.partitions.update(added)
+            await self.admin_zk.set_topic_assignment(name, current, version)
+        return topic.count

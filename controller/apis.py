@@ -1,0 +1,135 @@
+"""ControllerApis: the requests a controller process answers on its own listener.
+
+ApiVersions, so that any Kafka client can talk to it; ControlledShutdown (v0-3), which brokers send to
+the endpoint the active controller publishes in ``/controller``; AlterPartition (v0-3), by which
+partition leaders change their ISR. A standby controller answers NOT_CONTROLLER, and the broker looks
+up the active one again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+
+from broker.api_versions import ADVERTISED_VERSIONS
+from broker.network.request_channel import Request
+from broker.zk.znodes import PartitionState
+from controller.alter_partition import IsrChange
+from controller.controller import KafkaController
+from protocol.api import Api, ApiKey, api
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import AlterPartitionResponse, ApiVersionsResponse, ControlledShutdownResponse, Message
+
+log = logging.getLogger(__name__)
+
+_SERVED = {
+    ApiKey.API_VERSIONS: ADVERTISED_VERSIONS[ApiKey.API_VERSIONS],
+    ApiKey.CONTROLLED_SHUTDOWN: ADVERTISED_VERSIONS[ApiKey.CONTROLLED_SHUTDOWN],
+    ApiKey.ALTER_PARTITION: (0, 3),
+}
+
+
+class ControllerApis:
+    def __init__(self, controller: KafkaController) -> None:
+        self._controller = controller
+        self._supported: dict[int, tuple[Api, int, int]] = {}
+        for key, (low, high) in _SERVED.items():
+            definition = api(key)
+            assert definition is not None
+            self._supported[key] = (definition, low, high)
+        self._api_versions = [
+            ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+            for key, (_, low, high) in sorted(self._supported.items())
+        ]
+
+    def supported(self, api_key: int) -> tuple[Api, int, int] | None:
+        return self._supported.get(api_key)
+
+    async def handle(self, request: Request) -> Message:
+        if request.api.key == ApiKey.API_VERSIONS:
+            return self._handle_api_versions(request)
+        if request.api.key == ApiKey.ALTER_PARTITION:
+            return await self._handle_alter_partition(request)
+        return await self._handle_controlled_shutdown(request)
+
+    def _handle_api_versions(self, request: Request) -> Message:
+        if request.body is None:  # a version newer than ours: answer in v0 so that the client retries
+            api_versions = [v for v in self._api_versions if v.api_key == ApiKey.API_VERSIONS]
+            return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_versions)
+        return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=self._api_versions, throttle_time_ms=0)
+
+    async def _handle_controlled_shutdown(self, request: Request) -> Message:
+        body = request.body
+        broker_epoch = body.broker_epoch if request.version >= 2 else -1
+        log.info(
+            "%s ControlledShutdown v%d from broker %d (epoch %d) at %s",
+            self._controller.prefix,
+            request.version,
+            body.broker_id,
+            broker_epoch,
+            request.peer,
+        )
+        try:
+            remaining = await self._controller.controlled_shutdown(body.broker_id, broker_epoch)
+        except KafkaError as e:
+            log.info("%s ControlledShutdown of broker %d: %s", self._controller.prefix, body.broker_id, e)
+            return ControlledShutdownResponse(error_code=e.code, remaining_partitions=[])
+        return ControlledShutdownResponse(
+            error_code=ErrorCode.NONE,
+            remaining_partitions=[
+                ControlledShutdownResponse.RemainingPartition(
+                    topic_name=tp.topic, partition_index=tp.partition
+                )
+                for tp in remaining
+            ],
+        )
+
+    async def _handle_alter_partition(self, request: Request) -> Message:
+        body = request.body
+        version = request.version
+        changes: dict[tuple[str | uuid.UUID, int], IsrChange] = {}
+        for topic in body.topics:
+            key = topic.topic_id if version >= 2 else topic.topic_name
+            for p in topic.partitions:
+                if version >= 3:
+                    isr = tuple(b.broker_id for b in p.new_isr_with_epochs)
+                    epochs = {b.broker_id: b.broker_epoch for b in p.new_isr_with_epochs}
+                else:
+                    isr, epochs = tuple(p.new_isr), None
+                changes[(key, p.partition_index)] = IsrChange(
+                    p.leader_epoch, isr, p.partition_epoch, epochs, p.leader_recovery_state
+                )
+        try:
+            results = await self._controller.alter_partition(body.broker_id, body.broker_epoch, changes)
+        except KafkaError as e:
+            log.info("%s AlterPartition from broker %d: %s", self._controller.prefix, body.broker_id, e)
+            return AlterPartitionResponse(error_code=e.code, topics=[])
+        by_topic: dict[str | uuid.UUID, list[Message]] = defaultdict(list)
+        for (topic_key, partition), result in results.items():
+            if isinstance(result, PartitionState):
+                by_topic[topic_key].append(
+                    AlterPartitionResponse.PartitionData(
+                        partition_index=partition,
+                        error_code=ErrorCode.NONE,
+                        leader_id=result.leader,
+                        leader_epoch=result.leader_epoch,
+                        isr=list(result.isr),
+                        partition_epoch=result.zk_version,
+                    )
+                )
+            else:
+                by_topic[topic_key].append(
+                    AlterPartitionResponse.PartitionData(partition_index=partition, error_code=result)
+                )
+        return AlterPartitionResponse(
+            error_code=ErrorCode.NONE,
+            topics=[
+                AlterPartitionResponse.TopicData(
+                    topic_name=key if isinstance(key, str) else "",
+                    topic_id=key if isinstance(key, uuid.UUID) else uuid.UUID(int=0),
+                    partitions=partitions,
+                )
+                for key, partitions in by_topic.items()
+            ],
+        )
