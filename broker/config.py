@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -338,19 +338,23 @@ def read_properties(text: str) -> dict[str, str]:
     return props
 
 
-class KafkaConfig:
-    """The broker's validated settings, read by Kafka name."""
+class ServerConfig:
+    """The validated settings of a Samsa server process (a broker or a controller), read by Kafka
+    name: ``config["num.io.threads"]``. Subclasses name their ConfigDef; the listeners, their security
+    protocols and what is advertised for them are parsed and checked here for both."""
+
+    DEFINITION: ConfigDef
 
     def __init__(self, props: Mapping[str, Any]) -> None:
         self.originals = dict(props)
-        self._values = BROKER_CONFIG.parse(props)
-        protocol_map: dict[str, str] = {}
+        self._values = self.DEFINITION.parse(props)
+        self.protocol_map: dict[str, str] = {}
         for item in self._values["listener.security.protocol.map"]:
             listener, _, protocol = item.partition(":")
             if not protocol:
                 raise ConfigError(f"listener.security.protocol.map: {item!r} is not LISTENER:PROTOCOL")
-            protocol_map[listener.strip().upper()] = protocol.strip().upper()
-        self.listeners = parse_endpoints("listeners", self._values["listeners"], protocol_map)
+            self.protocol_map[listener.strip().upper()] = protocol.strip().upper()
+        self.listeners = parse_endpoints("listeners", self._values["listeners"], self.protocol_map)
         if not self.listeners:
             raise ConfigError("listeners must name at least one listener")
         for endpoint in self.listeners:
@@ -361,7 +365,7 @@ class KafkaConfig:
                 )
         advertised = self._values["advertised.listeners"]
         self.advertised_listeners = (
-            parse_endpoints("advertised.listeners", advertised, protocol_map)
+            parse_endpoints("advertised.listeners", advertised, self.protocol_map)
             if advertised
             else list(self.listeners)
         )
@@ -369,6 +373,40 @@ class KafkaConfig:
         for endpoint in self.advertised_listeners:
             if endpoint.listener not in names:
                 raise ConfigError(f"advertised.listeners: {endpoint.listener} is not one of listeners")
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:
+        """Reads a properties file (optional) and applies ``key=value`` overrides over it."""
+        props = read_properties(Path(path).read_text(encoding="utf-8")) if path else {}
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--override {item!r} is not of the form key=value")
+            props[key.strip()] = value
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def advertised_endpoint(self, listener: str, bound_port: int = 0) -> Endpoint:
+        """The address told to others for a listener: an empty host becomes this machine's name, and
+        port 0 (an ephemeral port) the port actually bound."""
+        endpoint = next(e for e in self.advertised_listeners if e.listener == listener)
+        return Endpoint(
+            endpoint.listener,
+            endpoint.security_protocol,
+            endpoint.host or socket.getfqdn(),
+            endpoint.port or bound_port,
+        )
+
+
+class KafkaConfig(ServerConfig):
+    """The broker's settings."""
+
+    DEFINITION = BROKER_CONFIG
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        super().__init__(props)
         self.max_connections_per_ip_overrides = self._parse_ip_overrides(
             self._values["max.connections.per.ip.overrides"]
         )
@@ -383,19 +421,6 @@ class KafkaConfig:
             overrides[host] = int(count)
         return overrides
 
-    @classmethod
-    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> KafkaConfig:
-        props = read_properties(Path(path).read_text(encoding="utf-8")) if path else {}
-        for item in overrides:
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip():
-                raise ConfigError(f"--override {item!r} is not of the form key=value")
-            props[key.strip()] = value
-        return cls(props)
-
-    def __getitem__(self, name: str) -> Any:
-        return self._values[name]
-
     @property
     def broker_id(self) -> int:
         return self._values["broker.id"]
@@ -404,10 +429,3 @@ class KafkaConfig:
     def log_dirs(self) -> list[str]:
         dirs = self._values["log.dirs"] or self._values["log.dir"]
         return [d.strip() for d in dirs.split(",") if d.strip()]
-
-    def advertised_endpoint(self, listener: str) -> Endpoint:
-        """The address clients are told to use for a listener; an empty host becomes this machine's name."""
-        endpoint = next(e for e in self.advertised_listeners if e.listener == listener)
-        if not endpoint.host:
-            return Endpoint(endpoint.listener, endpoint.security_protocol, socket.getfqdn(), endpoint.port)
-        return endpoint

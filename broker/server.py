@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from broker.admin_apis import AdminApis
 from broker.config import KafkaConfig
-from broker.handler_pool import KafkaRequestHandlerPool
 from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
-from broker.network.acceptor import Acceptor, ConnectionQuotas
 from broker.network.client import NetworkClient
-from broker.network.processor import Processor
-from broker.network.request_channel import RequestChannel
+from broker.network.socket_server import SocketServer, run_until_signalled
 from broker.replica_manager import ReplicaManager
 from broker.zk import znodes
 from broker.zk.client import ZkClient
@@ -43,16 +39,14 @@ class KafkaServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.acceptors: list[Acceptor] = []
-        self.processors: list[Processor] = []
+        self.socket_server: SocketServer | None = None
         self.zk: ZkClient | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.admin: AdminApis | None = None
-        self._handler_pool: KafkaRequestHandlerPool | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
-        self._stopped = asyncio.Event()
+        self._shutting_down = False
 
     @property
     def prefix(self) -> str:
@@ -100,36 +94,18 @@ class KafkaServer:
             extra_handlers=self.admin.handlers(),
             auto_create_topic=self.admin.auto_create_topic if config["auto.create.topics.enable"] else None,
         )
-        channel = RequestChannel(config["queued.max.requests"])
-        self._handler_pool = KafkaRequestHandlerPool(channel, self.apis, config["num.io.threads"])
-        self._handler_pool.start()
-        quotas = ConnectionQuotas(
-            config["max.connections"],
-            config["max.connections.per.ip"],
-            config.max_connections_per_ip_overrides,
+        self.socket_server = SocketServer(
+            config,
+            self.apis,
+            self.apis.supported,
+            max_idle_ms=config["connections.max.idle.ms"],
+            per_ip_overrides=config.max_connections_per_ip_overrides,
         )
-        self.processors = [
-            Processor(i, channel, self.apis.supported, config["socket.request.max.bytes"], quotas.closed)
-            for i in range(config["num.network.threads"])
-        ]
-        for endpoint in config.listeners:
-            self.acceptors.append(
-                Acceptor(
-                    endpoint,
-                    self.processors,
-                    quotas,
-                    config["socket.listen.backlog.size"],
-                    config["socket.send.buffer.bytes"],
-                    config["socket.receive.buffer.bytes"],
-                )
-            )
-        bound = {a.endpoint.listener: a.port for a in self.acceptors}
         endpoints: dict[str, BrokerEndpoint] = {}
         protocols: dict[str, str] = {}
-        for listener in bound:
-            advertised = config.advertised_endpoint(listener)
-            # A listener on port 0 binds an ephemeral port; advertise the port it actually got.
-            endpoints[listener] = BrokerEndpoint(advertised.host, advertised.port or bound[listener])
+        for listener, port in self.socket_server.bound_ports.items():
+            advertised = config.advertised_endpoint(listener, port)
+            endpoints[listener] = BrokerEndpoint(advertised.host, advertised.port)
             protocols[listener] = advertised.security_protocol
         # Until the controller's first UpdateMetadata, the broker knows of itself only.
         self.metadata_cache.add_broker(BrokerInfo(self.broker_id, config["broker.rack"], endpoints))
@@ -142,11 +118,11 @@ class KafkaServer:
         await self.admin.start()
         await self._register()
         self.zk.add_session_listener(self._on_session_state)
-        for acceptor in self.acceptors:
-            acceptor.start()
+        self.socket_server.start_processing()
         self._start_periodic_tasks()
-        listeners = ", ".join(f"{a.endpoint.listener}://{a.endpoint.host}:{a.port}" for a in self.acceptors)
-        log.info("%s started (cluster %s); listening on %s", self.prefix, cluster_id, listeners)
+        log.info(
+            "%s started (cluster %s); listening on %s", self.prefix, cluster_id, self.socket_server.describe()
+        )
 
     async def _load_topic_configs(self, defaults: LogConfig) -> dict[str, LogConfig]:
         assert self.zk is not None
@@ -165,7 +141,7 @@ class KafkaServer:
         self.replica_manager.broker_epoch = epoch
 
     def _on_session_state(self, state: str) -> None:
-        if state == "CONNECTED" and self._registration is not None and not self._stopped.is_set():
+        if state == "CONNECTED" and self._registration is not None and not self._shutting_down:
             # After LOST kazoo opens a new session, in which the ephemeral registration must be made again.
             self._spawn(self._reregister(), "reregister")
 
@@ -211,7 +187,6 @@ class KafkaServer:
         for name, interval_ms, work in schedule:
             if interval_ms > 0:
                 self._spawn(self._every(interval_ms / 1000, work, name), name)
-        self._spawn(self._close_idle_connections(), "idle-connections")
         if config["log.cleaner.enable"]:
             logs.start_cleaner(config["log.cleaner.threads"])
 
@@ -223,16 +198,6 @@ class KafkaServer:
                 await loop.run_in_executor(None, work)  # file work (fsync, unlink) stays off the loop
             except Exception:
                 log.exception("%s periodic task %s failed", self.prefix, name)
-
-    async def _close_idle_connections(self) -> None:
-        max_idle_ms = self.config["connections.max.idle.ms"]
-        if max_idle_ms < 0:
-            return
-        interval = min(max(max_idle_ms / 10_000, 0.05), 30.0)
-        while True:
-            await asyncio.sleep(interval)
-            for processor in self.processors:
-                processor.close_idle(max_idle_ms / 1000)
 
     # -- shutdown ---------------------------------------------------------------------------------
 
@@ -284,19 +249,16 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("%s shutting down", self.prefix)
+        self._shutting_down = True
         try:
             await self._controlled_shutdown()
         except Exception:
             log.exception("%s controlled shutdown failed", self.prefix)
-        for acceptor in self.acceptors:
-            await acceptor.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for processor in self.processors:
-            processor.close_all()
-        if self._handler_pool is not None:
-            await self._handler_pool.shutdown()
+        if self.socket_server is not None:
+            await self.socket_server.shutdown()
         if self.admin is not None:
             await self.admin.shutdown()
         if self.replica_manager is not None:
@@ -307,16 +269,6 @@ class KafkaServer:
             await self.zk.close()  # ends the session: the registration disappears at once
         log.info("%s shut down completed", self.prefix)
 
-    def stop(self) -> None:
-        self._stopped.set()
-
     async def run(self) -> None:
         """Starts, serves until SIGTERM or SIGINT, then shuts down."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
-        try:
-            await self.startup()
-            await self._stopped.wait()
-        finally:
-            await self.shutdown()
+        await run_until_signalled(self.startup, self.shutdown)

@@ -9,21 +9,18 @@ setting the controller code read (``unclean.leader.election.enable``, ``delete.t
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from broker.config import (
     INT_MAX,
+    SUPPORTED_SECURITY_PROTOCOLS,
     ConfigDef,
     ConfigError,
     ConfigType,
-    Endpoint,
+    ServerConfig,
     at_least,
     one_of,
-    parse_endpoints,
-    read_properties,
 )
 
 _B, _S, _I, _LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LIST
@@ -64,67 +61,27 @@ CONTROLLER_CONFIG = (
     .define("max.connections.per.ip", _I, INT_MAX, _NON_NEGATIVE)
 )
 
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
-
-class ControllerConfig:
+class ControllerConfig(ServerConfig):
     """The controller's validated settings, read by Kafka name: ``config["delete.topic.enable"]``."""
 
+    DEFINITION = CONTROLLER_CONFIG
+
     def __init__(self, props: Mapping[str, Any]) -> None:
-        self.originals = dict(props)
-        self._values = CONTROLLER_CONFIG.parse(props)
+        super().__init__(props)
         if not self._values["zookeeper.connect"]:
             raise ConfigError("missing required configuration setting zookeeper.connect")
-        protocol_map: dict[str, str] = {}
-        for item in self._values["listener.security.protocol.map"]:
-            listener, _, protocol = item.partition(":")
-            if not protocol:
-                raise ConfigError(f"listener.security.protocol.map: {item!r} is not LISTENER:PROTOCOL")
-            protocol_map[listener.strip().upper()] = protocol.strip().upper()
-        self.listeners = parse_endpoints("listeners", self._values["listeners"], protocol_map)
-        if not self.listeners:
-            raise ConfigError("listeners must name at least one listener")
-        for endpoint in self.listeners:
-            if endpoint.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise ConfigError(
-                    f"listeners: {endpoint.listener} uses {endpoint.security_protocol}, which Samsa does not "
-                    f"support (supported: {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
-                )
-        advertised = self._values["advertised.listeners"]
-        self.advertised_listeners = (
-            parse_endpoints("advertised.listeners", advertised, protocol_map)
-            if advertised
-            else list(self.listeners)
-        )
-        names = {e.listener for e in self.listeners}
-        for endpoint in self.advertised_listeners:
-            if endpoint.listener not in names:
-                raise ConfigError(f"advertised.listeners: {endpoint.listener} is not one of listeners")
         name = self._values["inter.broker.listener.name"]
         if name is not None:
             name = name.upper()
-            if name not in protocol_map:
+            if name not in self.protocol_map:
                 raise ConfigError(
                     f"inter.broker.listener.name: {name} has no entry in listener.security.protocol.map"
                 )
-            if protocol_map[name] not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise ConfigError(f"inter.broker.listener.name: {name} maps to {protocol_map[name]}")
+            if self.protocol_map[name] not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(f"inter.broker.listener.name: {name} maps to {self.protocol_map[name]}")
         self.inter_broker_listener = name
         self.inter_broker_protocol: str = self._values["security.inter.broker.protocol"]
-
-    @classmethod
-    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> ControllerConfig:
-        """Reads a properties file (optional) and applies ``key=value`` overrides over it."""
-        props = read_properties(Path(path).read_text(encoding="utf-8")) if path else {}
-        for item in overrides:
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip():
-                raise ConfigError(f"--override {item!r} is not of the form key=value")
-            props[key.strip()] = value
-        return cls(props)
-
-    def __getitem__(self, name: str) -> Any:
-        return self._values[name]
 
     @property
     def controller_id(self) -> int:
@@ -137,14 +94,3 @@ class ControllerConfig:
     @property
     def connection_timeout_ms(self) -> int:
         return self._values["zookeeper.connection.timeout.ms"] or self.session_timeout_ms
-
-    def advertised_endpoint(self, listener: str, bound_port: int) -> Endpoint:
-        """What brokers are told (in ``/controller``) for one listener: an empty host becomes this
-        machine's name, port 0 the port actually bound."""
-        endpoint = next(e for e in self.advertised_listeners if e.listener == listener)
-        return Endpoint(
-            endpoint.listener,
-            endpoint.security_protocol,
-            endpoint.host or socket.getfqdn(),
-            endpoint.port or bound_port,
-        )
