@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,46 +35,50 @@ def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Pope
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout} s")
 
 
-class BrokerProcess:
-    """A ``samsa broker`` child process with its own log dir and log file."""
+class ServerProcess:
+    """A ``samsa`` server child process on a free port with its own log file, stopped by PID.
 
-    def __init__(
-        self, workdir: Path, zookeeper: str, broker_id: int = 1, overrides: dict[str, str] | None = None
-    ) -> None:
+    Subclasses give the command line (``_command``) and what the log says once it serves (``READY``).
+    """
+
+    ROLE = "server"
+    READY: str | None = None
+
+    def __init__(self, workdir: Path, log_name: str) -> None:
         self.workdir = workdir
-        self.broker_id = broker_id
         self.port = free_port()
-        self.overrides = {
-            "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": str(workdir / "logs"),
-            "zookeeper.connect": zookeeper,
-            "zookeeper.session.timeout.ms": "6000",
-            **(overrides or {}),
-        }
-        self.log_path = workdir / "broker.log"
+        self.log_path = workdir / log_name
         self.process: subprocess.Popen | None = None
+        self._log: Any = None
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
 
     @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
-    def start(self, timeout: float = 20.0) -> None:
+    def start(self, timeout: float = 20.0) -> Self:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "broker.cli", "broker"]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
-        log = open(self.log_path, "ab")  # handed to the child; closed in stop()
-        self._log = log
+        if self._log is not None:  # a restart after a kill
+            self._log.close()
+        self._log = open(self.log_path, "ab")  # handed to the child; closed in stop()
         self.process = subprocess.Popen(
-            args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()
+            [sys.executable, "-m", "broker.cli", *self._command()],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
         )
         try:
             wait_for_port("127.0.0.1", self.port, timeout, self.process)
-            self._wait_for_log("started (cluster", timeout)
+            if self.READY is not None:
+                self._wait_for_log(self.READY, timeout)
         except Exception:
             self.stop()
-            raise RuntimeError(f"broker did not start; its log:\n{self.log()}") from None
+            raise RuntimeError(f"{self.ROLE} did not start; its log:\n{self.log()}") from None
+        return self
 
     def _wait_for_log(self, text: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -91,19 +95,56 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def signal(self, sig: int) -> None:
+        """SIGKILL, SIGSTOP, SIGCONT, ... to this process only."""
+        if self.alive():
+            os.kill(self.pid, sig)
+
     def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL if it does not exit in time; returns the exit code."""
+        """SIGCONT (in case it is paused), SIGTERM, then SIGKILL if it does not exit in time; returns
+        the exit code."""
         if self.process is None:
             return None
         if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
             os.kill(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 os.kill(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         return self.process.returncode
+
+
+class BrokerProcess(ServerProcess):
+    """A ``samsa broker`` with its own log dir."""
+
+    ROLE = "broker"
+    READY = "started (cluster"
+
+    def __init__(
+        self, workdir: Path, zookeeper: str, broker_id: int = 1, overrides: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(workdir, "broker.log")
+        self.broker_id = broker_id
+        self.overrides = {
+            "broker.id": str(broker_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(workdir / "logs"),
+            "zookeeper.connect": zookeeper,
+            "zookeeper.session.timeout.ms": "6000",
+            **(overrides or {}),
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _command(self) -> list[str]:
+        return ["broker", *(f"--override={k}={v}" for k, v in self.overrides.items())]
 
 
 class RawClient:
@@ -168,74 +209,26 @@ class RawClient:
         self.sock.close()
 
 
-class ControllerProcess:
-    """A ``samsa controller`` child process on a free port, with its own log file; stopped by PID."""
+class ControllerProcess(ServerProcess):
+    """A ``samsa controller`` (it logs nothing when it merely stands by, so readiness is its port)."""
+
+    ROLE = "controller"
 
     def __init__(
         self, workdir: Path, controller_id: int, zookeeper: str, overrides: dict[str, str] | None = None
     ) -> None:
-        self.workdir = workdir
+        super().__init__(workdir, f"controller-{controller_id}.log")
         self.controller_id = controller_id
         self.zookeeper = zookeeper
-        self.port = free_port()
         self.overrides = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **(overrides or {})}
-        self.log_path = workdir / f"controller-{controller_id}.log"
-        self.process: subprocess.Popen | None = None
-        self._log = None
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
 
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> ControllerProcess:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "broker.cli", "controller", "--id", str(self.controller_id)]
-        args += ["--zookeeper", self.zookeeper]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
-        self._log = open(self.log_path, "ab")  # handed to the child; closed in stop()
-        self.process = subprocess.Popen(
-            args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=os.environ.copy()
-        )
-        try:
-            wait_for_port("127.0.0.1", self.port, timeout, self.process)
-        except Exception:
-            self.stop()
-            raise RuntimeError(f"controller did not start; its log:\n{self.log()}") from None
-        return self
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def signal(self, sig: int) -> None:
-        """SIGKILL, SIGSTOP, SIGCONT, ... to this process only."""
-        if self.alive():
-            os.kill(self.pid, sig)
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGCONT (in case it is paused), SIGTERM, then SIGKILL if it does not exit in time."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        return self.process.returncode
+    def _command(self) -> list[str]:
+        args = ["controller", "--id", str(self.controller_id), "--zookeeper", self.zookeeper]
+        return args + [f"--override={k}={v}" for k, v in self.overrides.items()]
 
 
 class Cluster:

@@ -494,86 +494,58 @@ def _unbase64(text: str | None) -> bytes | None:
 _PYTHON_RECORDS = "records.py"
 
 
-def produce_aiokafka(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    *,
-    codec: str = "none",
-    acks: int = -1,
-    idempotent: bool = False,
-    timeout: float = RECORDS_TIMEOUT,
-) -> ProduceResult:
-    """AIOKafkaProducer.send() for every record, then all the futures awaited (py/records.py)."""
-    launch = partial(_run_python, "aiokafka", _PYTHON_RECORDS)
-    return _produce_with_script("aiokafka", launch, bootstrap, topic, count, codec, acks, idempotent, timeout)
+@dataclass(frozen=True)
+class _ScriptedClient:
+    """A client driven by its records script (py/records.py, js/records.js, java/Records.java)."""
+
+    name: str
+    launch: Launcher
+
+    def produce(
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int,
+        *,
+        codec: str = "none",
+        acks: int = -1,
+        idempotent: bool = False,
+        timeout: float = RECORDS_TIMEOUT,
+    ) -> ProduceResult:
+        return _produce_with_script(
+            self.name, self.launch, bootstrap, topic, count, codec, acks, idempotent, timeout
+        )
+
+    def consume(
+        self, bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+    ) -> ConsumeResult:
+        return _consume_with_script(self.name, self.launch, bootstrap, topic, partitions, expected, timeout)
 
 
-def produce_kafka_python(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    *,
-    codec: str = "none",
-    acks: int = -1,
-    idempotent: bool = False,
-    timeout: float = RECORDS_TIMEOUT,
-) -> ProduceResult:
-    """KafkaProducer.send() for every record, flush(), then the futures read (tests/clients/py/records.py).
-    kafka-python turns idempotence on by default: `idempotent` sets it either way."""
-    launch = partial(_run_python, "kafka-python", _PYTHON_RECORDS)
-    return _produce_with_script(
-        "kafka-python", launch, bootstrap, topic, count, codec, acks, idempotent, timeout
-    )
-
-
-def produce_confluent_kafka(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    *,
-    codec: str = "none",
-    acks: int = -1,
-    idempotent: bool = False,
-    timeout: float = RECORDS_TIMEOUT,
-) -> ProduceResult:
-    """Producer.produce() with a delivery callback per record, then flush() (tests/clients/py/records.py)."""
-    launch = partial(_run_python, "confluent-kafka", _PYTHON_RECORDS)
-    return _produce_with_script(
-        "confluent-kafka", launch, bootstrap, topic, count, codec, acks, idempotent, timeout
-    )
-
-
-def produce_kafkajs(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    *,
-    codec: str = "none",
-    acks: int = -1,
-    idempotent: bool = False,
-    timeout: float = RECORDS_TIMEOUT,
-) -> ProduceResult:
-    """producer.send() in chunks of 2,000 records; the default partitioner is wrapped to learn each record's
-    partition, offsets follow from each partition's base offset (tests/clients/js/records.js)."""
-    launch = partial(_run_kafkajs, "records.js")
-    return _produce_with_script("kafkajs", launch, bootstrap, topic, count, codec, acks, idempotent, timeout)
-
-
-def produce_java(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    *,
-    codec: str = "none",
-    acks: int = -1,
-    idempotent: bool = False,
-    timeout: float = RECORDS_TIMEOUT,
-) -> ProduceResult:
-    """KafkaProducer.send() with a callback per record, then flush() (tests/clients/java/Records.java). The
-    Java client turns idempotence on by default: `idempotent` sets it either way."""
-    launch = partial(_run_java, "Records.java")
-    return _produce_with_script("java", launch, bootstrap, topic, count, codec, acks, idempotent, timeout)
+# How each script drives its client:
+# - aiokafka: AIOKafkaProducer.send() for every record, then the futures awaited; AIOKafkaConsumer
+#   without a group: assign(), seek_to_beginning(), getmany().
+# - kafka-python: KafkaProducer.send(), flush(), then the futures read (idempotence is on by default:
+#   `idempotent` sets it either way); KafkaConsumer without a group: assign(), seek_to_beginning(), poll().
+# - confluent-kafka: Producer.produce() with a delivery callback per record, then flush();
+#   Consumer.assign() at OFFSET_BEGINNING, consume() in batches, no commits.
+# - kafkajs: producer.send() in chunks of 2,000 records, the default partitioner wrapped to learn each
+#   record's partition (offsets follow from each partition's base offset); it has no assign(), so
+#   consuming is its own Fetch through the client's cluster object.
+# - java: KafkaProducer.send() with a callback per record, then flush() (idempotence on by default);
+#   KafkaConsumer without group.id: assign(), seekToBeginning(), poll().
+_aiokafka = _ScriptedClient("aiokafka", partial(_run_python, "aiokafka", _PYTHON_RECORDS))
+_kafka_python = _ScriptedClient("kafka-python", partial(_run_python, "kafka-python", _PYTHON_RECORDS))
+_confluent_kafka = _ScriptedClient(
+    "confluent-kafka", partial(_run_python, "confluent-kafka", _PYTHON_RECORDS)
+)
+_kafkajs = _ScriptedClient("kafkajs", partial(_run_kafkajs, "records.js"))
+_java = _ScriptedClient("java", partial(_run_java, "Records.java"))
+produce_aiokafka, consume_aiokafka = _aiokafka.produce, _aiokafka.consume
+produce_kafka_python, consume_kafka_python = _kafka_python.produce, _kafka_python.consume
+produce_confluent_kafka, consume_confluent_kafka = _confluent_kafka.produce, _confluent_kafka.consume
+produce_kafkajs, consume_kafkajs = _kafkajs.produce, _kafkajs.consume
+produce_java, consume_java = _java.produce, _java.consume
 
 
 def produce_kcat(
@@ -639,46 +611,6 @@ def _kcat_placements(keys: Sequence[bytes], partitions: int, stderr: str) -> dic
             )
         placed[waiting[partition].popleft()] = (partition, offset if offset >= 0 else None)
     return placed
-
-
-def consume_aiokafka(
-    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
-) -> ConsumeResult:
-    """AIOKafkaConsumer without a group: assign(), seek_to_beginning(), getmany() (py/records.py)."""
-    launch = partial(_run_python, "aiokafka", _PYTHON_RECORDS)
-    return _consume_with_script("aiokafka", launch, bootstrap, topic, partitions, expected, timeout)
-
-
-def consume_kafka_python(
-    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
-) -> ConsumeResult:
-    """KafkaConsumer without a group: assign(), seek_to_beginning(), poll() (py/records.py)."""
-    launch = partial(_run_python, "kafka-python", _PYTHON_RECORDS)
-    return _consume_with_script("kafka-python", launch, bootstrap, topic, partitions, expected, timeout)
-
-
-def consume_confluent_kafka(
-    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
-) -> ConsumeResult:
-    """Consumer.assign() at OFFSET_BEGINNING, consume() in batches; no commits (py/records.py)."""
-    launch = partial(_run_python, "confluent-kafka", _PYTHON_RECORDS)
-    return _consume_with_script("confluent-kafka", launch, bootstrap, topic, partitions, expected, timeout)
-
-
-def consume_kafkajs(
-    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
-) -> ConsumeResult:
-    """kafkajs has no assign(): its own Fetch through the client's cluster object (js/records.js)."""
-    launch = partial(_run_kafkajs, "records.js")
-    return _consume_with_script("kafkajs", launch, bootstrap, topic, partitions, expected, timeout)
-
-
-def consume_java(
-    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
-) -> ConsumeResult:
-    """KafkaConsumer without group.id: assign(), seekToBeginning(), poll() (java/Records.java)."""
-    launch = partial(_run_java, "Records.java")
-    return _consume_with_script("java", launch, bootstrap, topic, partitions, expected, timeout)
 
 
 def consume_kcat(
