@@ -99,19 +99,33 @@ class Acceptor:
                 log.warning("accept failed on %s: %s", self.endpoint, e)
                 await asyncio.sleep(0.1)
                 continue
-            ip = address[0]
-            if not self._quotas.ip_allowed(ip):
-                log.warning(
-                    "closing connection from %s:%s: too many connections from %s (max.connections.per.ip)",
-                    ip,
-                    address[1],
-                    ip,
-                )
-                sock.close()
-                continue
-            self._configure(sock)
-            self._quotas.opened(ip)
-            next(self._processors).accept(sock, self.endpoint.listener, ip)
+            self._hand_over(sock, address)
+            # Drain the whole accept queue now: a burst of connections larger than the listen backlog
+            # would otherwise lose SYNs and wait a second for TCP to retry them.
+            while self._quotas.total < self._quotas.max_connections:
+                try:
+                    sock, address = self._sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as e:
+                    log.warning("accept failed on %s: %s", self.endpoint, e)
+                    break
+                self._hand_over(sock, address)
+
+    def _hand_over(self, sock: socket.socket, address: tuple) -> None:
+        ip = address[0]
+        if not self._quotas.ip_allowed(ip):
+            log.warning(
+                "closing connection from %s:%s: too many connections from %s (max.connections.per.ip)",
+                ip,
+                address[1],
+                ip,
+            )
+            sock.close()
+            return
+        self._configure(sock)
+        self._quotas.opened(ip)
+        next(self._processors).accept(sock, self.endpoint.listener, ip)
 
     def _configure(self, sock: socket.socket) -> None:
         sock.setblocking(False)
