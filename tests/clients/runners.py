@@ -258,6 +258,17 @@ def bootstrap_java(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> Bootstra
     return _bootstrap_result("java", raw)
 
 
+def admin_kafkajs(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """kafkajs's admin client: create (3 partitions, retention.ms), list, describe topic and config, grow
+    to 5 partitions, delete (tests/clients/js/admin.js); returns what each step saw."""
+    return _run_kafkajs("admin.js", bootstrap, timeout, [topic])
+
+
+def admin_java(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """The same with the Java AdminClient (tests/clients/java/Admin.java)."""
+    return _run_java("Admin.java", bootstrap, timeout, [topic])
+
+
 def bootstrap_kcat(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
     """`kcat -L -J` (Debian's kcat, an old librdkafka). kcat does not show the cluster id."""
     raw = _kcat_metadata(bootstrap, timeout)
