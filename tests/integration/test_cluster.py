@@ -144,3 +144,56 @@ def test_a_dead_brokers_partitions_move_and_it_rejoins_after_a_restart(cluster: 
     )
     brokers = {b.node_id for b in _metadata(cluster, "moving").brokers}
     assert victim.broker_id in brokers
+
+
+def test_a_paused_controller_that_lost_its_session_changes_nothing_when_it_resumes(
+    tmp_path: Path, zookeeper: str
+) -> None:
+    """Split brain: the active controller is paused (SIGSTOP) until its ZooKeeper session expires, the
+    standby takes over and changes leadership, then the first one resumes: it must write nothing and
+    the brokers must keep the new controller's view."""
+    cluster = Cluster(tmp_path / "c", zookeeper, brokers=3, controllers=2)
+    for controller in cluster.controllers:
+        controller.overrides["zookeeper.session.timeout.ms"] = "2000"
+    cluster.start()
+    try:
+        cluster.create_topic("fenced", 3, replication_factor=2)
+        old = cluster.active_controller()
+        old_epoch = int(cluster.wait_for(lambda zk: zk.get("/controller_epoch")[0], "the epoch"))
+        old.signal(signal.SIGSTOP)
+        cluster.wait_for(
+            lambda zk: zk.exists("/controller") and int(zk.get("/controller_epoch")[0]) > old_epoch,
+            "the standby to take over",
+            timeout=20,
+        )
+        new = cluster.active_controller()
+        assert new is not old
+        # The new controller changes leadership: kill the leader of partition 0.
+        leader = _metadata(cluster, "fenced").topics[0].partitions[0].leader_id
+        cluster.broker(leader).signal(signal.SIGKILL)
+        moved = cluster.wait_for(
+            lambda zk: (s := cluster.partition_state("fenced", 0)).leader not in (leader, -1) and s,
+            "a new leader for fenced-0",
+            timeout=20,
+        )
+        states = {p: cluster.partition_state("fenced", p) for p in range(3)}
+        old.signal(signal.SIGCONT)
+        cluster.wait_for(
+            lambda _zk: "resign" in old.log().lower(), "the old controller to resign", timeout=20
+        )
+        time.sleep(2)  # give a zombie every chance to write
+        assert {p: cluster.partition_state("fenced", p) for p in range(3)} == states
+        assert moved.controller_epoch > old_epoch
+        assert cluster.active_controller() is new
+        request = MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name="fenced")], allow_auto_topic_creation=False
+        )
+        for broker in cluster.brokers:
+            if broker.alive():
+                client = RawClient(broker.bootstrap)
+                seen = client.request(ApiKey.METADATA, 9, request).topics[0].partitions
+                client.close()
+                p0 = next(p for p in seen if p.partition_index == 0)
+                assert (p0.leader_id, p0.leader_epoch) == (moved.leader, moved.leader_epoch), broker.broker_id
+    finally:
+        cluster.stop()
