@@ -137,13 +137,11 @@ def test_a_dead_brokers_partitions_move_and_it_rejoins_after_a_restart(cluster: 
     for partition in range(6):
         response = _produce(_leader_bootstrap(cluster, "moving", partition), "moving", partition, b"after")
         assert response.error_code == 0
-    victim.start()
+    victim.start()  # returns once it has registered; the controller then tells every broker
     cluster.wait_for(
-        lambda zk: str(victim.broker_id) in zk.get_children("/brokers/ids"),
-        "the restarted broker to register",
+        lambda _zk: victim.broker_id in {b.node_id for b in _metadata(cluster, "moving").brokers},
+        "the restarted broker in the cluster's metadata",
     )
-    brokers = {b.node_id for b in _metadata(cluster, "moving").brokers}
-    assert victim.broker_id in brokers
 
 
 def test_a_paused_controller_that_lost_its_session_changes_nothing_when_it_resumes(
@@ -197,3 +195,35 @@ def test_a_paused_controller_that_lost_its_session_changes_nothing_when_it_resum
                 assert (p0.leader_id, p0.leader_epoch) == (moved.leader, moved.leader_epoch), broker.broker_id
     finally:
         cluster.stop()
+
+
+def test_a_broker_whose_session_expired_registers_again(cluster: Cluster) -> None:
+    broker = cluster.broker(2)
+    path = "/brokers/ids/2"
+    owner = cluster.wait_for(
+        lambda zk: zk.exists(path) and zk.exists(path).ephemeralOwner, "the registration"
+    )
+    broker.signal(signal.SIGSTOP)  # longer than its 6 s session: ZooKeeper expires it
+    cluster.wait_for(lambda zk: not zk.exists(path), "the registration to expire", timeout=20)
+    broker.signal(signal.SIGCONT)
+    renewed = cluster.wait_for(
+        lambda zk: zk.exists(path) and zk.exists(path).ephemeralOwner != owner and zk.exists(path),
+        "the broker to register under a new session",
+        timeout=20,
+    )
+    assert renewed.ephemeralOwner != owner
+    assert "registering again" in broker.log()
+
+
+def test_sigterm_moves_leadership_away_before_the_broker_stops(cluster: Cluster) -> None:
+    cluster.create_topic("handover", 6, replication_factor=2)
+    leaders = {p.partition_index: p.leader_id for p in _metadata(cluster, "handover").topics[0].partitions}
+    victim = cluster.broker(leaders[0])
+    assert victim.stop() == 0
+    assert "controlled shutdown succeeded" in victim.log()
+    # The controller moved every leadership before the broker left: none went offline.
+    after = {p.partition_index: p.leader_id for p in _metadata(cluster, "handover").topics[0].partitions}
+    assert all(leader not in (victim.broker_id, -1) for leader in after.values()), after
+    assert "ControlledShutdown" in cluster.active_controller().log() or "controlled shutdown" in (
+        cluster.active_controller().log().lower()
+    )
