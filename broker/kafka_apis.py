@@ -32,6 +32,7 @@ from protocol.messages import (
     ListOffsetsResponse,
     Message,
     MetadataResponse,
+    OffsetForLeaderEpochResponse,
     ProduceResponse,
     StopReplicaResponse,
     UpdateMetadataResponse,
@@ -85,6 +86,7 @@ class KafkaApis:
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
             ApiKey.STOP_REPLICA: self.handle_stop_replica,
@@ -408,6 +410,31 @@ class KafkaApis:
                     name=t.name, partitions=[self._list_offset(body, t.name, p) for p in t.partitions]
                 )
                 for t in body.topics
+            ],
+        )
+
+    # -- OffsetForLeaderEpoch ----------------------------------------------------------------------
+
+    def _epoch_end_offset(self, topic: str, p: Message) -> Message:
+        result = OffsetForLeaderEpochResponse.EpochEndOffset(partition=p.partition)
+        try:
+            result.leader_epoch, result.end_offset = self.replica_manager.last_offset_for_leader_epoch(
+                topic, p.partition, p.current_leader_epoch, p.leader_epoch
+            )
+        except KafkaError as e:
+            result.error_code, result.leader_epoch, result.end_offset = e.code, -1, -1
+        return result
+
+    async def handle_offset_for_leader_epoch(self, request: Request) -> Message:
+        """Where a leader epoch ends on this leader: followers truncate to it (KIP-101, KIP-279), and
+        consumers check they did not read past a truncation (KIP-320)."""
+        return OffsetForLeaderEpochResponse(
+            throttle_time_ms=0,
+            topics=[
+                OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
+                    topic=t.topic, partitions=[self._epoch_end_offset(t.topic, p) for p in t.partitions]
+                )
+                for t in request.body.topics
             ],
         )
 

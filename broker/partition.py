@@ -5,6 +5,11 @@ reads bounded by the high watermark (or the last stable offset for read_committe
 follower's log end offset to advance the high watermark (HW = min LEO over the ISR). Requests that
 name a leader epoch are fenced as KIP-320 says: older than ours is FENCED_LEADER_EPOCH, newer is
 UNKNOWN_LEADER_EPOCH.
+
+The leader also proposes ISR changes (a follower that caught up joins; one that fell behind for
+replica.lag.time.max.ms leaves), which the controller commits (AlterPartition). While a change is in
+flight the high watermark counts the "maximal ISR" (KIP-497): a joining follower at once, a leaving
+one until the shrink is committed, so the high watermark never moves on an ISR not yet durable.
 """
 
 from __future__ import annotations
@@ -41,6 +46,19 @@ class FollowerState:
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
     log_start_offset: int = -1
+    # Kafka's rule for "caught up": fetching from at least where the leader's log ended at the
+    # previous fetch means the follower was caught up as of that fetch.
+    last_fetch_leader_end: int = -1
+    last_fetch_ms: int = 0
+
+    def on_fetch(self, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+        if fetch_offset >= leader_end:
+            self.last_caught_up_ms = now_ms
+        elif fetch_offset >= self.last_fetch_leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_end = leader_end
+        self.last_fetch_ms = now_ms
 
 
 class Partition:
@@ -57,6 +75,8 @@ class Partition:
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.followers: dict[int, FollowerState] = {}
+        self.pending_isr: tuple[int, ...] | None = None  # an ISR change sent to the controller
+        self.leader_epoch_start_offset = 0
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition} leader={self.leader_id} epoch={self.leader_epoch})"
@@ -90,6 +110,8 @@ class Partition:
         """Becomes (or stays) leader; True if this broker was not leading this epoch before."""
         was_leader = self.is_leader
         self._apply_state(state, log_, topic_id)
+        self.pending_isr = None
+        self.leader_epoch_start_offset = log_.log_end_offset
         log_.maybe_assign_epoch_start_offset(self.leader_epoch, log_.log_end_offset)
         now = _now_ms()
         self.followers = {
@@ -105,6 +127,7 @@ class Partition:
         previous = self.leader_id
         self._apply_state(state, log_, topic_id)
         self.followers = {}
+        self.pending_isr = None
         return previous != self.leader_id
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -142,15 +165,73 @@ class Partition:
         self.maybe_increment_high_watermark()
         return info
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR the high watermark waits for: the committed one plus any member being added."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR (the leader's own included); True if it moved."""
+        """HW = min LEO over the maximal ISR (the leader's own included); True if it moved."""
         assert self.log is not None
         new_hw = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
                 state = self.followers.get(replica)
                 new_hw = min(new_hw, state.log_end_offset if state else -1)
         return new_hw >= 0 and self.log.maybe_increment_high_watermark(new_hw)
+
+    # -- ISR changes (leader) -------------------------------------------------------------------
+
+    def update_follower(self, replica: int, fetch_offset: int, log_start_offset: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset``: it holds everything before it."""
+        state = self.followers.get(replica)
+        if state is None or self.log is None:
+            return
+        state.on_fetch(fetch_offset, self.log.log_end_offset, now_ms)
+        if log_start_offset >= 0:
+            state.log_start_offset = log_start_offset
+
+    def isr_to_expand(self, replica: int) -> tuple[int, ...] | None:
+        """The ISR with ``replica`` added, if it has caught up and may join (Kafka: its log end reaches
+        the high watermark and the start of the current leader epoch)."""
+        state = self.followers.get(replica)
+        if (
+            self.pending_isr is not None
+            or state is None
+            or self.log is None
+            or replica in self.isr
+            or replica not in self.replicas
+        ):
+            return None
+        if (
+            state.log_end_offset >= self.log.high_watermark
+            and state.log_end_offset >= self.leader_epoch_start_offset
+        ):
+            return (*self.isr, replica)
+        return None
+
+    def isr_to_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...] | None:
+        """The ISR without the followers that have not caught up for ``max_lag_ms``, if any."""
+        if self.pending_isr is not None or not self.is_leader:
+            return None
+        lagging = {
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms > max_lag_ms
+        }
+        return tuple(r for r in self.isr if r not in lagging) if lagging else None
+
+    def on_isr_committed(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> bool:
+        """The controller's answer to a proposed ISR change; ignored if leadership moved meanwhile."""
+        self.pending_isr = None
+        if leader_epoch != self.leader_epoch or not self.is_leader:
+            return False
+        self.isr, self.partition_epoch = isr, partition_epoch
+        self.maybe_increment_high_watermark()
+        return True
 
     # -- DeleteRecords --------------------------------------------------------------------------
 

@@ -17,9 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.alter_partition_manager import AlterPartitionManager
 from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED, Partition, storage_error
 from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
+from broker.replica_fetcher import ReplicaFetcherManager
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Message
 from storage.errors import StorageError
@@ -184,10 +186,21 @@ class DelayedFetch(DelayedOperation):
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        log_manager: LogManager,
+        metadata_cache: MetadataCache,
+        fetchers: ReplicaFetcherManager | None = None,
+        replica_lag_time_max_ms: int = 30_000,
+    ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
+        self.fetchers = fetchers
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Set by the server once the controller channel exists: proposes ISR changes to the controller.
+        self.alter_partition: AlterPartitionManager | None = None
         self.controller_epoch = 0
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -251,6 +264,8 @@ class ReplicaManager:
         if error != ErrorCode.NONE:
             return error, {(t, s.partition_index): error for t, _, s in states}, topic_ids
         errors: dict[TopicPartition, int] = {}
+        # The leaders' inter-broker endpoints, which followers fetch from.
+        leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
         for topic, topic_id, state in states:
             tp = (topic, state.partition_index)
             partition = self._partitions.get(tp)
@@ -271,18 +286,22 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             try:
-                errors[tp] = self._apply_leader_and_isr(tp, topic_id, state)
+                errors[tp] = self._apply_leader_and_isr(tp, topic_id, state, leaders)
             except StorageError as e:
                 log.error("cannot open the log of %s-%d: %s", *tp, e)
                 errors[tp] = storage_error(e).code
         return ErrorCode.NONE, errors, topic_ids
 
-    def _apply_leader_and_isr(self, tp: TopicPartition, topic_id: uuid.UUID, state: Any) -> int:
+    def _apply_leader_and_isr(
+        self, tp: TopicPartition, topic_id: uuid.UUID, state: Any, leaders: dict[int, tuple[str, int]]
+    ) -> int:
         partition = self._partitions.get(tp)
         if partition is None:
             partition = self._partitions[tp] = Partition(tp[0], tp[1], self.broker_id)
         log_ = self.log_manager.get_or_create_log(*tp)
         if state.leader == self.broker_id:
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
             if partition.make_leader(state, log_, topic_id):
                 log.info(
                     "broker %d is now the leader of %s-%d at epoch %d",
@@ -299,6 +318,12 @@ class ReplicaManager:
                     *tp,
                     state.leader_epoch,
                 )
+            endpoint = leaders.get(state.leader)
+            if self.fetchers is not None and endpoint is not None:
+                # A new leader epoch: truncate by epoch, then fetch (KIP-101).
+                self.fetchers.add_partition(partition, *endpoint)
+            elif self.fetchers is not None:
+                self.fetchers.remove_partition(tp)  # the partition is offline: nobody to follow
         # Waiting produces and fetches on this partition re-check (they fail over to the new leader).
         self.produce_purgatory.check(tp)
         self.fetch_purgatory.check(tp)
@@ -339,6 +364,8 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
             self._partitions.pop(tp, None)
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
             if delete:
                 self.log_manager.async_delete(topic, index)
                 log.info("broker %d stopped and deleted its replica of %s-%d", self.broker_id, topic, index)
@@ -446,18 +473,41 @@ class ReplicaManager:
     ) -> None:
         """A follower fetching from ``fetch_offset`` has everything before it: the high watermark may
         move, completing waiting acks=all produces; its log start offset may complete a DeleteRecords."""
-        state = partition.followers.get(replica_id)
-        if state is None:
+        if replica_id not in partition.followers:
             return
-        state.log_end_offset = fetch_offset
+        partition.update_follower(replica_id, fetch_offset, log_start_offset, int(time.time() * 1000))
         if log_start_offset >= 0:
-            state.log_start_offset = log_start_offset
             self.delete_records_purgatory.check(partition.key)
-        if partition.log is not None and fetch_offset >= partition.log.high_watermark:
-            state.last_caught_up_ms = int(time.time() * 1000)
+        expanded = partition.isr_to_expand(replica_id)
+        if expanded is not None and self.alter_partition is not None:
+            self.alter_partition.submit(partition, expanded)
+        self.on_high_watermark_may_move(partition)
+
+    def on_high_watermark_may_move(self, partition: Partition) -> None:
+        """Completes the produces and fetches waiting on the partition if its high watermark moved."""
         if partition.maybe_increment_high_watermark():
             self.produce_purgatory.check(partition.key)
             self.fetch_purgatory.check(partition.key)
+
+    def shrink_lagging_isrs(self) -> None:
+        """Takes followers that have not caught up for replica.lag.time.max.ms out of the ISRs this
+        broker leads (Kafka's isr-expiration task)."""
+        if self.alter_partition is None:
+            return
+        now = int(time.time() * 1000)
+        for partition in list(self._partitions.values()):
+            shrunk = partition.isr_to_shrink(now, self.replica_lag_time_max_ms)
+            if shrunk is not None:
+                self.alter_partition.submit(partition, shrunk)
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, index: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: (epoch, end offset) of ``leader_epoch``."""
+        partition = self.leader_partition(topic, index)
+        partition.check_leader_epoch(current_leader_epoch)
+        assert partition.log is not None
+        return partition.log.end_offset_for_epoch(leader_epoch)
 
     # -- DeleteRecords --------------------------------------------------------------------------
 

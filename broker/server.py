@@ -15,18 +15,20 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from broker.admin_apis import AdminApis
+from broker.alter_partition_manager import AlterPartitionManager
 from broker.config import KafkaConfig
+from broker.controller_channel import ControllerChannel, NoActiveControllerError
 from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
-from broker.network.client import NetworkClient
 from broker.network.socket_server import SocketServer, run_until_signalled
+from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.zk import znodes
 from broker.zk.client import ZkClient
 from broker.zk.kafka_zk_client import KafkaZkClient
 from protocol import record_batch
-from protocol.api import ApiKey, api
+from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownRequest
 from storage.config import LogConfig
@@ -44,6 +46,8 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.admin: AdminApis | None = None
+        self.controller_channel: ControllerChannel | None = None
+        self.alter_partition: AlterPartitionManager | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
         self._shutting_down = False
@@ -83,7 +87,33 @@ class KafkaServer:
             ),
         )
         self.metadata_cache = MetadataCache(cluster_id)
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, self.metadata_cache)
+        fetchers = ReplicaFetcherManager(
+            FetchSettings(
+                broker_id=self.broker_id,
+                max_wait_ms=config["replica.fetch.wait.max.ms"],
+                min_bytes=config["replica.fetch.min.bytes"],
+                response_max_bytes=config["replica.fetch.response.max.bytes"],
+                partition_max_bytes=config["replica.fetch.max.bytes"],
+                backoff_ms=config["replica.fetch.backoff.ms"],
+                socket_timeout_ms=config["replica.socket.timeout.ms"],
+            ),
+            config["num.replica.fetchers"],
+        )
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self.log_manager, self.metadata_cache, fetchers, config["replica.lag.time.max.ms"]
+        )
+        self.controller_channel = ControllerChannel(
+            self.zk, self.broker_id, config["controller.socket.timeout.ms"] / 1000
+        )
+        replicas = self.replica_manager
+        self.alter_partition = AlterPartitionManager(
+            self.controller_channel,
+            self.broker_id,
+            lambda: replicas.broker_epoch,
+            config["replica.fetch.backoff.ms"],
+            replicas.on_high_watermark_may_move,
+        )
+        replicas.alter_partition = self.alter_partition
         self.admin = AdminApis(
             config, self.kafka_zk, self.metadata_cache, self.replica_manager, self.log_manager
         )
@@ -118,6 +148,7 @@ class KafkaServer:
         await self.admin.start()
         await self._register()
         self.zk.add_session_listener(self._on_session_state)
+        self.alter_partition.start()
         self.socket_server.start_processing()
         self._start_periodic_tasks()
         log.info(
@@ -187,15 +218,28 @@ class KafkaServer:
         for name, interval_ms, work in schedule:
             if interval_ms > 0:
                 self._spawn(self._every(interval_ms / 1000, work, name), name)
+        # Kafka's isr-expiration: on the event loop, since it touches partitions and proposes changes.
+        lag_ms = config["replica.lag.time.max.ms"]
+        self._spawn(
+            self._every(
+                lag_ms / 2000, self.replica_manager.shrink_lagging_isrs, "isr-expiration", on_loop=True
+            ),
+            "isr-expiration",
+        )
         if config["log.cleaner.enable"]:
             logs.start_cleaner(config["log.cleaner.threads"])
 
-    async def _every(self, seconds: float, work: Callable[[], object], name: str) -> None:
+    async def _every(
+        self, seconds: float, work: Callable[[], object], name: str, on_loop: bool = False
+    ) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(seconds)
             try:
-                await loop.run_in_executor(None, work)  # file work (fsync, unlink) stays off the loop
+                if on_loop:
+                    work()
+                else:
+                    await loop.run_in_executor(None, work)  # file work (fsync, unlink) stays off the loop
             except Exception:
                 log.exception("%s periodic task %s failed", self.prefix, name)
 
@@ -205,29 +249,20 @@ class KafkaServer:
         """Asks the active controller to move this broker's leaderships elsewhere before it stops
         (Kafka's controlled shutdown), retrying as controlled.shutdown.max.retries allows."""
         config = self.config
-        if not config["controlled.shutdown.enable"] or self.zk is None or self.replica_manager is None:
+        if not config["controlled.shutdown.enable"] or self.replica_manager is None:
             return
         request = ControlledShutdownRequest(
             broker_id=self.broker_id, broker_epoch=self.replica_manager.broker_epoch
         )
         for attempt in range(1, config["controlled.shutdown.max.retries"] + 1):
-            found = await self.zk.get(znodes.CONTROLLER)
-            endpoint = znodes.decode_controller_endpoint(found[0]) if found else None
-            if endpoint is None:
+            try:
+                response = await self.controller_channel.send(ApiKey.CONTROLLED_SHUTDOWN, 3, request)
+            except NoActiveControllerError:
                 log.info("%s no active controller: shutting down without moving leadership", self.prefix)
                 return
-            client = NetworkClient(
-                *endpoint,
-                f"broker-{self.broker_id}",
-                request_timeout=config["controller.socket.timeout.ms"] / 1000,
-            )
-            try:
-                response = await client.send(api(ApiKey.CONTROLLED_SHUTDOWN), 3, request)
             except (OSError, TimeoutError) as e:
                 response = None
                 log.warning("%s controlled shutdown attempt %d failed: %s", self.prefix, attempt, e)
-            finally:
-                await client.close()
             if (
                 response is not None
                 and response.error_code == ErrorCode.NONE
@@ -259,6 +294,12 @@ class KafkaServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if self.replica_manager is not None and self.replica_manager.fetchers is not None:
+            await self.replica_manager.fetchers.shutdown()
+        if self.alter_partition is not None:
+            await self.alter_partition.shutdown()
+        if self.controller_channel is not None:
+            await self.controller_channel.close()
         if self.admin is not None:
             await self.admin.shutdown()
         if self.replica_manager is not None:

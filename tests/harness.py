@@ -234,10 +234,20 @@ class ControllerProcess(ServerProcess):
 class Cluster:
     """A real cluster for a test: controllers and brokers on one ZooKeeper chroot, all stopped by PID."""
 
-    def __init__(self, workdir: Path, zookeeper: str, brokers: int = 3, controllers: int = 1) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        zookeeper: str,
+        brokers: int = 3,
+        controllers: int = 1,
+        broker_overrides: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.zookeeper = zookeeper
-        self.brokers = [BrokerProcess(workdir / f"broker-{i}", zookeeper, i) for i in range(1, brokers + 1)]
+        self.brokers = [
+            BrokerProcess(workdir / f"broker-{i}", zookeeper, i, broker_overrides)
+            for i in range(1, brokers + 1)
+        ]
         # A 6 s ZooKeeper session (as the brokers'): a killed controller's /controller vanishes within it.
         session = {"zookeeper.session.timeout.ms": "6000"}
         self.controllers = [
