@@ -7,7 +7,9 @@ their handlers into KafkaApis:
 - topics (CreateTopics, DeleteTopics, CreatePartitions, Metadata auto-creation): ``topic_admin``;
 - configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): ``config_admin``, with the dynamic
   broker settings in ``dynamic_config`` and the watch that applies changes in ``config_listener``;
-- DeleteRecords (here, over the ReplicaManager) and InitProducerId (here, over ``producer_id_manager``).
+- DeleteRecords (here, over the ReplicaManager) and InitProducerId (here, over ``producer_id_manager``);
+- ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: ``replica_admin``, which
+  forwards them to the active controller.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from broker.admin_zk import AdminZkClient
 from broker.config import KafkaConfig
 from broker.config_admin import ConfigAdmin
 from broker.config_listener import ConfigChangeListener
+from broker.controller_channel import ControllerChannel
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
 from broker.producer_id_manager import ProducerIdManager
+from broker.replica_admin import ReplicaAdmin
 from broker.replica_manager import DeleteRecordsPartitionResult, ReplicaManager
 from broker.topic_admin import TopicAdmin
 from broker.zk.kafka_zk_client import KafkaZkClient
@@ -62,6 +66,10 @@ class AdminApis:
             config.broker_id, self._config_value, admin_zk, metadata_cache, self.dynamic, self.listener
         )
         self.producer_ids = ProducerIdManager(config.broker_id, kafka_zk.zk)
+        self.replicas = ReplicaAdmin(
+            metadata_cache,
+            ControllerChannel(kafka_zk.zk, config.broker_id, config["controller.socket.timeout.ms"] / 1000),
+        )
 
     def _config_value(self, name: str) -> object:
         return self.config[name]
@@ -77,6 +85,9 @@ class AdminApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.configs.handle_incremental_alter_configs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.ELECT_LEADERS: self.replicas.handle_elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.replicas.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.replicas.handle_list_partition_reassignments,
         }
 
     async def auto_create_topic(self, topic: str) -> None:
@@ -89,6 +100,7 @@ class AdminApis:
 
     async def shutdown(self) -> None:
         await self.listener.shutdown()
+        await self.replicas.close()
 
     # -- DeleteRecords ----------------------------------------------------------------------------
 

@@ -281,8 +281,14 @@ class Partition:
         min_one_message: bool,
         current_leader_epoch: int = -1,
         from_follower: bool = False,
+        leader_only: bool = True,
     ) -> FetchDataInfo:
-        leader_log = self._leader_log(current_leader_epoch)
+        if leader_only:
+            leader_log = self._leader_log(current_leader_epoch)
+        else:
+            assert self.log is not None
+            self.check_leader_epoch(current_leader_epoch)
+            leader_log = self.log
         # A follower may read up to the log end; consumers only what is committed.
         upper = None if from_follower else self.upper_bound(isolation_level)
         try:

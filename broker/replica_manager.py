@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 DELETE_WHATEVER_THE_EPOCH = -2  # StopReplica's leader epoch sentinel
+DEBUGGING_CONSUMER_ID = -2  # Fetch's replica id of tools that read any replica (replica-verification)
 
 
 @dataclass(slots=True)
@@ -66,6 +67,11 @@ class FetchParams:
     @property
     def from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def fetch_only_from_leader(self) -> bool:
+        """Kafka lets only its debugging consumer read a follower (up to that replica's high watermark)."""
+        return self.replica_id != DEBUGGING_CONSUMER_ID
 
 
 @dataclass(slots=True)
@@ -170,8 +176,10 @@ class DelayedFetch(DelayedOperation):
         for request in self.requests:
             partition = self.manager.get_partition(request.topic, request.partition)
             result = self.first[(request.topic, request.partition)]
-            if partition is None or not partition.is_leader or partition.log is None or result.info is None:
-                return self.complete()  # leadership moved or the partition went: answer now
+            if partition is None or partition.log is None or result.info is None:
+                return self.complete()  # the partition went: answer now
+            if not partition.is_leader and self.params.fetch_only_from_leader:
+                return self.complete()  # leadership moved: answer now
             since = result.info.fetch_offset_metadata
             if self.params.from_follower:
                 available = partition.log.log_end_offset > since.message_offset
@@ -227,6 +235,18 @@ class ReplicaManager:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} does not lead {topic}-{partition}"
             )
+        return found
+
+    def local_partition(self, topic: str, partition: int) -> Partition:
+        """This broker's replica of the partition, leader or follower, or the Kafka error."""
+        found = self._partitions.get((topic, partition))
+        if found is None or found.log is None:
+            if self.metadata_cache.partition(topic, partition) is not None:
+                raise KafkaError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"broker {self.broker_id} has no replica of {topic}-{partition}",
+                )
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
         return found
 
     # -- the controller's requests --------------------------------------------------------------
@@ -420,7 +440,10 @@ class ReplicaManager:
         for request in requests:
             tp = (request.topic, request.partition)
             try:
-                partition = self.leader_partition(*tp)
+                if params.fetch_only_from_leader:
+                    partition = self.leader_partition(*tp)
+                else:
+                    partition = self.local_partition(*tp)
                 info = partition.read(
                     request.fetch_offset,
                     max(0, min(request.max_bytes, budget)),
@@ -428,6 +451,7 @@ class ReplicaManager:
                     min_one_message,
                     request.current_leader_epoch,
                     params.from_follower,
+                    params.fetch_only_from_leader,
                 )
             except KafkaError as e:
                 results[tp] = self._error_result(tp, e.code)

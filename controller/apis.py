@@ -2,8 +2,9 @@
 
 ApiVersions, so that any Kafka client can talk to it; ControlledShutdown (v0-3), which brokers send to
 the endpoint the active controller publishes in ``/controller``; AlterPartition (v0-3), by which
-partition leaders change their ISR. A standby controller answers NOT_CONTROLLER, and the broker looks
-up the active one again.
+partition leaders change their ISR; ElectLeaders (v0-2), AlterPartitionReassignments (v0) and
+ListPartitionReassignments (v0), which brokers forward here from the admin clients they serve. A standby
+controller answers NOT_CONTROLLER, and the broker looks up the active one again.
 """
 
 from __future__ import annotations
@@ -11,15 +12,26 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 
 from broker.api_versions import ADVERTISED_VERSIONS
 from broker.network.request_channel import Request
 from broker.zk.znodes import PartitionState
 from controller.alter_partition import IsrChange
+from controller.context import TopicPartition
 from controller.controller import KafkaController
+from controller.replica_election import ElectionType
 from protocol.api import Api, ApiKey, api
-from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import AlterPartitionResponse, ApiVersionsResponse, ControlledShutdownResponse, Message
+from protocol.errors import ErrorCode, KafkaError, description
+from protocol.messages import (
+    AlterPartitionReassignmentsResponse,
+    AlterPartitionResponse,
+    ApiVersionsResponse,
+    ControlledShutdownResponse,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsResponse,
+    Message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +39,9 @@ _SERVED = {
     ApiKey.API_VERSIONS: ADVERTISED_VERSIONS[ApiKey.API_VERSIONS],
     ApiKey.CONTROLLED_SHUTDOWN: ADVERTISED_VERSIONS[ApiKey.CONTROLLED_SHUTDOWN],
     ApiKey.ALTER_PARTITION: (0, 3),
+    ApiKey.ELECT_LEADERS: ADVERTISED_VERSIONS[ApiKey.ELECT_LEADERS],
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ADVERTISED_VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS],
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ADVERTISED_VERSIONS[ApiKey.LIST_PARTITION_REASSIGNMENTS],
 }
 
 
@@ -42,6 +57,13 @@ class ControllerApis:
             ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
             for key, (_, low, high) in sorted(self._supported.items())
         ]
+        self._handlers: dict[int, Callable[[Request], Awaitable[Message]]] = {
+            ApiKey.CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
+            ApiKey.ALTER_PARTITION: self._handle_alter_partition,
+            ApiKey.ELECT_LEADERS: self._handle_elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self._handle_list_partition_reassignments,
+        }
 
     def supported(self, api_key: int) -> tuple[Api, int, int] | None:
         return self._supported.get(api_key)
@@ -49,9 +71,7 @@ class ControllerApis:
     async def handle(self, request: Request) -> Message:
         if request.api.key == ApiKey.API_VERSIONS:
             return self._handle_api_versions(request)
-        if request.api.key == ApiKey.ALTER_PARTITION:
-            return await self._handle_alter_partition(request)
-        return await self._handle_controlled_shutdown(request)
+        return await self._handlers[request.api.key](request)
 
     def _handle_api_versions(self, request: Request) -> Message:
         if request.body is None:  # a version newer than ours: answer in v0 so that the client retries
@@ -133,3 +153,119 @@ class ControllerApis:
                 for key, partitions in by_topic.items()
             ],
         )
+
+    async def _handle_elect_leaders(self, request: Request) -> Message:
+        body = request.body
+        partitions = (
+            None
+            if body.topic_partitions is None
+            else {TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions}
+        )
+        try:
+            election_type = ElectionType(body.election_type)
+            results = await self._controller.elect_leaders(partitions, election_type)
+        except ValueError:
+            return _elect_leaders_response(ErrorCode.INVALID_REQUEST, partitions or set(), {})
+        except KafkaError as e:
+            return _elect_leaders_response(e.code, partitions or set(), {})
+        if partitions is None:
+            # Asked for every partition: only those elected or failed are reported (Kafka's broker).
+            results = {
+                tp: r
+                for tp, r in results.items()
+                if not (isinstance(r, tuple) and r[0] == ErrorCode.ELECTION_NOT_NEEDED)
+            }
+        return _elect_leaders_response(
+            ErrorCode.NONE,
+            set(results),
+            {tp: (ErrorCode.NONE, None) if isinstance(r, int) else r for tp, r in results.items()},
+        )
+
+    async def _handle_alter_partition_reassignments(self, request: Request) -> Message:
+        body = request.body
+        reassignments: dict[TopicPartition, list[int] | None] = {
+            TopicPartition(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
+            for t in body.topics
+            for p in t.partitions
+        }
+        try:
+            results = await self._controller.alter_partition_reassignments(reassignments)
+        except KafkaError as e:
+            return AlterPartitionReassignmentsResponse(
+                throttle_time_ms=0, error_code=e.code, error_message=e.message, responses=[]
+            )
+        by_topic: dict[str, list[Message]] = defaultdict(list)
+        for tp, (code, message) in sorted(results.items()):
+            by_topic[tp.topic].append(
+                AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                    partition_index=tp.partition, error_code=code, error_message=message
+                )
+            )
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            responses=[
+                AlterPartitionReassignmentsResponse.ReassignableTopicResponse(
+                    name=topic, partitions=partitions
+                )
+                for topic, partitions in by_topic.items()
+            ],
+        )
+
+    async def _handle_list_partition_reassignments(self, request: Request) -> Message:
+        body = request.body
+        partitions = (
+            None
+            if body.topics is None
+            else {TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes}
+        )
+        try:
+            found = await self._controller.list_partition_reassignments(partitions)
+        except KafkaError as e:
+            return ListPartitionReassignmentsResponse(
+                throttle_time_ms=0, error_code=e.code, error_message=e.message, topics=[]
+            )
+        by_topic: dict[str, list[Message]] = defaultdict(list)
+        for tp, assignment in sorted(found.items()):
+            by_topic[tp.topic].append(
+                ListPartitionReassignmentsResponse.OngoingPartitionReassignment(
+                    partition_index=tp.partition,
+                    replicas=list(assignment.replicas),
+                    adding_replicas=list(assignment.adding),
+                    removing_replicas=list(assignment.removing),
+                )
+            )
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            topics=[
+                ListPartitionReassignmentsResponse.OngoingTopicReassignment(name=topic, partitions=partitions)
+                for topic, partitions in by_topic.items()
+            ],
+        )
+
+
+def _elect_leaders_response(
+    error: ErrorCode,
+    partitions: set[TopicPartition],
+    results: dict[TopicPartition, tuple[ErrorCode, str | None]],
+) -> Message:
+    """ElectLeaders' answer; a partition without a result gets the top-level error."""
+    by_topic: dict[str, list[Message]] = defaultdict(list)
+    for tp in sorted(partitions):
+        code, message = results.get(tp, (error, description(error)))
+        by_topic[tp.topic].append(
+            ElectLeadersResponse.PartitionResult(
+                partition_id=tp.partition, error_code=code, error_message=message
+            )
+        )
+    return ElectLeadersResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        replica_election_results=[
+            ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=results_)
+            for topic, results_ in by_topic.items()
+        ],
+    )

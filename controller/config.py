@@ -23,7 +23,13 @@ from broker.config import (
     one_of,
 )
 
-_B, _S, _I, _LIST = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LIST
+_B, _S, _I, _L, _LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.LIST,
+)
 _POSITIVE = at_least(1)
 _NON_NEGATIVE = at_least(0)
 
@@ -49,6 +55,9 @@ CONTROLLER_CONFIG = (
     # what the controller decides
     .define("unclean.leader.election.enable", _B, False)
     .define("delete.topic.enable", _B, True)
+    .define("auto.leader.rebalance.enable", _B, True)
+    .define("leader.imbalance.check.interval.seconds", _L, 300, _POSITIVE)
+    .define("leader.imbalance.per.broker.percentage", _I, 10, _NON_NEGATIVE)
     # its network server
     .define("num.network.threads", _I, 3, _POSITIVE)
     .define("num.io.threads", _I, 8, _POSITIVE)

@@ -2,15 +2,16 @@
 
 Everything the controller knows while it is active lives here: its epoch and the zkVersion of
 ``/controller_epoch`` that fences its writes, the live brokers with their epochs, the topics with their
-ids and replica assignments, each partition's leader and ISR as last read from or written to ZooKeeper,
-the state of every partition and replica in the two state machines, and the topics being deleted.
+ids and replica assignments (with the replicas being added and removed by reassignments in progress),
+each partition's leader and ISR as last read from or written to ZooKeeper, the state of every partition
+and replica in the two state machines, and the topics being deleted.
 A context belongs to one reign: resigning drops it, and the next election loads a new one.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
@@ -56,6 +57,38 @@ class ReplicaStatus(Enum):
 
 
 @dataclass(frozen=True)
+class ReplicaAssignment:
+    """A partition's full replica set (RS) and, while it is being reassigned, the replicas being added
+    (AR) and removed (RR), as Kafka 2.4+ keeps them in ``/brokers/topics/<t>``. The origin replicas (ORS)
+    are RS - AR, the target replicas (TRS) RS - RR."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: Sequence[int]) -> ReplicaAssignment:
+        """The assignment while moving from the origin replicas to ``target``: RS = TRS + ORS (target
+        first, so that the preferred replica is the target's), AR = RS - ORS, RR = RS - TRS."""
+        origin = self.origin
+        full = tuple(dict.fromkeys([*target, *origin]))
+        return ReplicaAssignment(
+            full, tuple(r for r in full if r not in origin), tuple(r for r in full if r not in target)
+        )
+
+
+@dataclass(frozen=True)
 class LiveBroker:
     """A registered broker: its registration and its epoch (the czxid of ``/brokers/ids/<id>``)."""
 
@@ -81,6 +114,10 @@ class ControllerContext:
     topics_to_be_deleted: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    # Reassignments in progress: the replicas being added and removed (RS is in ``assignments``).
+    adding_replicas: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     # -- brokers --------------------------------------------------------------------------------
 
@@ -118,6 +155,10 @@ class ControllerContext:
             self.partition_states.pop(partition, None)
         for replica in [r for r in self.replica_states if r.partition.topic == topic]:
             del self.replica_states[replica]
+        for partition in [tp for tp in self.partitions_being_reassigned if tp.topic == topic]:
+            self.partitions_being_reassigned.discard(partition)
+            self.adding_replicas.pop(partition, None)
+            self.removing_replicas.pop(partition, None)
         self.assignments.pop(topic, None)
         self.topic_ids.pop(topic, None)
         self.topics_to_be_deleted.discard(topic)
@@ -126,6 +167,25 @@ class ControllerContext:
 
     def replicas(self, partition: TopicPartition) -> list[int]:
         return self.assignments.get(partition.topic, {}).get(partition.partition, [])
+
+    def full_assignment(self, partition: TopicPartition) -> ReplicaAssignment:
+        return ReplicaAssignment(
+            tuple(self.replicas(partition)),
+            self.adding_replicas.get(partition, ()),
+            self.removing_replicas.get(partition, ()),
+        )
+
+    def set_full_assignment(self, partition: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """Replaces the partition's replicas (RS) and its replicas being added and removed."""
+        self.assignments.setdefault(partition.topic, {})[partition.partition] = list(assignment.replicas)
+        for adding_or_removing, replicas in (
+            (self.adding_replicas, assignment.adding),
+            (self.removing_replicas, assignment.removing),
+        ):
+            if replicas:
+                adding_or_removing[partition] = replicas
+            else:
+                adding_or_removing.pop(partition, None)
 
     def all_partitions(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, parts in self.assignments.items() for p in sorted(parts)]

@@ -14,10 +14,12 @@ with its new session. Watches are registered once per process and ignored while 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from broker.zk import znodes
 from broker.zk.client import ZkClient
@@ -29,6 +31,7 @@ from controller.context import (
     ControllerContext,
     PartitionReplica,
     PartitionStatus,
+    ReplicaAssignment,
     ReplicaStatus,
     TopicPartition,
 )
@@ -37,24 +40,34 @@ from controller.election import ElectionStrategy
 from controller.event_manager import ControllerEventManager
 from controller.events import (
     AlterPartitionReceived,
+    ApiPartitionReassignment,
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
     ControllerChange,
     ControllerEvent,
+    ListPartitionReassignments,
     PartitionModifications,
+    PreferredReplicaElectionRequested,
+    ReplicaLeaderElection,
     SessionExpired,
     Startup,
     StopReplicaResponseReceived,
     TopicChange,
     TopicDeletion,
+    ZkPartitionReassignment,
 )
 from controller.partition_state_machine import PartitionStateMachine
+from controller.reassignment import ApiResult, PartitionReassignmentManager
+from controller.replica_election import ElectionResult, ElectionTrigger, ElectionType, ReplicaElectionManager
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.topic_deletion import TopicDeletionManager
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
+
+FIRST_REBALANCE_CHECK_DELAY = 5.0  # seconds after becoming active (Kafka's)
 
 
 @dataclass(eq=False)
@@ -67,6 +80,9 @@ class _Reign:
     partitions: PartitionStateMachine
     replicas: ReplicaStateMachine
     deletion: TopicDeletionManager
+    elections: ReplicaElectionManager
+    reassignments: PartitionReassignmentManager
+    rebalance_task: asyncio.Task | None = None  # queues the auto-rebalance check periodically
     fenced: bool = False  # deposed: the event in progress must not write or send anything more
 
 
@@ -99,6 +115,12 @@ class KafkaController:
             ControlledShutdown: self._on_controlled_shutdown,
             StopReplicaResponseReceived: self._active_only(self._on_stop_replica_response),
             AlterPartitionReceived: self._on_alter_partition,
+            ReplicaLeaderElection: self._on_replica_leader_election,
+            PreferredReplicaElectionRequested: self._active_only(self._on_preferred_replica_election_znode),
+            AutoPreferredReplicaLeaderElection: self._active_only(self._on_auto_rebalance_check),
+            ZkPartitionReassignment: self._active_only(self._on_reassignment_znode),
+            ApiPartitionReassignment: self._on_api_partition_reassignment,
+            ListPartitionReassignments: self._on_list_partition_reassignments,
         }
 
     # -- public ---------------------------------------------------------------------------------
@@ -151,6 +173,35 @@ class KafkaController:
         except ControllerMovedError:
             raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
 
+    async def elect_leaders(
+        self, partitions: set[TopicPartition] | None, election_type: ElectionType
+    ) -> dict[TopicPartition, ElectionResult]:
+        """ElectLeaders: per partition (None: every partition), the new leader or the error."""
+        return await self._request(ReplicaLeaderElection(partitions, election_type))
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, ApiResult]:
+        """AlterPartitionReassignments: per partition, (error code, message)."""
+        return await self._request(ApiPartitionReassignment(reassignments))
+
+    async def list_partition_reassignments(
+        self, partitions: set[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions (None: all) being reassigned."""
+        return await self._request(ListPartitionReassignments(partitions))
+
+    async def _request(
+        self, event: ReplicaLeaderElection | ApiPartitionReassignment | ListPartitionReassignments
+    ) -> Any:
+        if not self.is_active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER)
+        self._events.put(event)
+        try:
+            return await event.result
+        except ControllerMovedError:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
+
     # -- event plumbing -------------------------------------------------------------------------
 
     async def _process(self, event: ControllerEvent) -> None:
@@ -196,7 +247,23 @@ class KafkaController:
         zk.watch_children(znodes.BROKER_IDS, lambda children: self._put_if_active(BrokerChange()))
         zk.watch_children(znodes.TOPICS, lambda children: self._put_if_active(TopicChange()))
         zk.watch_children(znodes.DELETE_TOPICS, lambda children: self._put_if_active(TopicDeletion()))
+        zk.watch_data(znodes.REASSIGN_PARTITIONS, self._on_creation(ZkPartitionReassignment))
+        zk.watch_data(znodes.PREFERRED_REPLICA_ELECTION, self._on_creation(PreferredReplicaElectionRequested))
         await self._elect()
+
+    def _on_creation(self, event_type: type[ControllerEvent]) -> Callable[[bytes | None, Any], None]:
+        """A data watch callback that queues ``event_type`` when the node is created, as Kafka's handlers
+        of /admin/reassign_partitions and /admin/preferred_replica_election react to creation only (the
+        controller rewrites and deletes them itself). A failover reads whatever is there."""
+        seen: list[int | None] = [None]  # the czxid of the node last seen
+
+        def on_change(data: bytes | None, stat: Any) -> None:
+            czxid = stat.czxid if stat is not None else None
+            if czxid is not None and czxid != seen[0]:
+                self._put_if_active(event_type())
+            seen[0] = czxid
+
+        return on_change
 
     async def _on_controller_change(self, _: ControllerEvent) -> None:
         holder = await self.zk.active_controller()
@@ -254,7 +321,15 @@ class KafkaController:
         )
         replicas = ReplicaStateMachine(context, self.zk, batch, prefix)
         deletion = TopicDeletionManager(context, self.zk, partitions, replicas, batch, prefix)
-        self._reign = _Reign(context, channel, batch, partitions, replicas, deletion)
+        elections = ReplicaElectionManager(
+            context, self.zk, partitions, self.config["leader.imbalance.per.broker.percentage"], prefix
+        )
+        reassignments = PartitionReassignmentManager(
+            context, self.zk, partitions, replicas, batch, deletion, prefix
+        )
+        self._reign = _Reign(
+            context, channel, batch, partitions, replicas, deletion, elections, reassignments
+        )
         self.active_controller_id = self.id
         log.info("[Controller id=%d] elected as active controller, epoch %d", self.id, epoch)
         try:
@@ -273,7 +348,16 @@ class KafkaController:
                 len(context.assignments),
                 len(context.leadership),
             )
+            # Reassignments asked for through ZooKeeper while there was no controller, then those that
+            # were in progress (read back from /brokers/topics).
+            started = await reassignments.on_request_znode()
+            await reassignments.resume(lambda tp, _: tp not in started)
             await deletion.resume_deletions()
+            await elections.on_request_znode()
+            if self.config["auto.leader.rebalance.enable"]:
+                self._reign.rebalance_task = asyncio.get_running_loop().create_task(
+                    self._schedule_auto_rebalance(), name=f"auto-leader-rebalance-{self.id}"
+                )
         except ControllerMovedError:
             raise
         except Exception:
@@ -300,6 +384,16 @@ class KafkaController:
             if not record.has_topic_id:
                 await self.zk.set_topic_id(topic, record, context.epoch_zk_version)
             context.add_topic(topic, record.assignment.topic_id, record.assignment.partitions)
+            for partition, replicas in record.assignment.partitions.items():
+                assignment = ReplicaAssignment(
+                    tuple(replicas),
+                    tuple(record.assignment.adding_replicas.get(partition, ())),
+                    tuple(record.assignment.removing_replicas.get(partition, ())),
+                )
+                if assignment.is_being_reassigned:
+                    tp = TopicPartition(topic, partition)
+                    context.set_full_assignment(tp, assignment)
+                    context.partitions_being_reassigned.add(tp)
             added += context.partitions_for_topic(topic)
             self._watch_topic(topic)
         return added
@@ -352,6 +446,8 @@ class KafkaController:
         if reign is None:
             return
         reign.fenced = True
+        if reign.rebalance_task is not None:
+            reign.rebalance_task.cancel()
         await reign.channel.shutdown()
         if delete_znode:
             try:
@@ -418,6 +514,7 @@ class KafkaController:
         replicas = context.replicas_on_brokers(set(new_brokers))
         await reign.replicas.handle_state_changes(replicas, ReplicaStatus.ONLINE, full_brokers=new_brokers)
         await reign.partitions.trigger_online_partition_state_change()
+        await reign.reassignments.resume(lambda _, a: any(b in new_brokers for b in a.target))
         deleting = {
             r.partition.topic for r in replicas if context.is_topic_queued_for_deletion(r.partition.topic)
         }
@@ -537,6 +634,69 @@ class KafkaController:
         results.update({keys[tp]: result for tp, result in outcome.items()})
         if not event.result.done():
             event.result.set_result(results)
+        await reign.reassignments.on_isr_change(
+            tp for tp, result in outcome.items() if isinstance(result, PartitionState)
+        )
+
+    # -- elections and reassignments ------------------------------------------------------------
+
+    async def _answer(
+        self,
+        event: ReplicaLeaderElection | ApiPartitionReassignment | ListPartitionReassignments,
+        work: Callable[[_Reign], Awaitable[Any]],
+    ) -> None:
+        """Runs a request's work and completes its future (NOT_CONTROLLER on a standby)."""
+        if event.result.done():
+            return
+        if not self.is_active:
+            event.result.set_exception(KafkaError(ErrorCode.NOT_CONTROLLER))
+            return
+        result = await work(self._active())
+        if not event.result.done():
+            event.result.set_result(result)
+
+    async def _on_replica_leader_election(self, event: ControllerEvent) -> None:
+        assert isinstance(event, ReplicaLeaderElection)
+
+        async def elect(reign: _Reign) -> dict[TopicPartition, ElectionResult]:
+            partitions = reign.context.all_partitions() if event.partitions is None else event.partitions
+            return await reign.elections.elect(partitions, event.election_type, ElectionTrigger.ADMIN_CLIENT)
+
+        await self._answer(event, elect)
+
+    async def _on_preferred_replica_election_znode(self, _: ControllerEvent) -> None:
+        await self._active().elections.on_request_znode()
+
+    async def _on_auto_rebalance_check(self, _: ControllerEvent) -> None:
+        await self._active().elections.check_auto_rebalance()
+
+    async def _schedule_auto_rebalance(self) -> None:
+        # As Kafka: a first check shortly after becoming active (5 s, or the interval if shorter), then
+        # one every leader.imbalance.check.interval.seconds.
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        await asyncio.sleep(min(FIRST_REBALANCE_CHECK_DELAY, interval))
+        while True:
+            self._put_if_active(AutoPreferredReplicaLeaderElection())
+            await asyncio.sleep(interval)
+
+    async def _on_reassignment_znode(self, _: ControllerEvent) -> None:
+        await self._active().reassignments.on_request_znode()
+
+    async def _on_api_partition_reassignment(self, event: ControllerEvent) -> None:
+        assert isinstance(event, ApiPartitionReassignment)
+
+        async def alter(reign: _Reign) -> dict[TopicPartition, ApiResult]:
+            return await reign.reassignments.alter(event.reassignments)
+
+        await self._answer(event, alter)
+
+    async def _on_list_partition_reassignments(self, event: ControllerEvent) -> None:
+        assert isinstance(event, ListPartitionReassignments)
+
+        async def list_them(reign: _Reign) -> dict[TopicPartition, ReplicaAssignment]:
+            return reign.reassignments.list(event.partitions)
+
+        await self._answer(event, list_them)
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -571,10 +731,12 @@ class KafkaController:
             return
         assignment = record.assignment.partitions
         added = {p: r for p, r in assignment.items() if p not in known}
+        # The controller's own reassignment writes match its context; anything else is ignored, as
+        # Kafka does: replicas change only through a reassignment.
         changed = sorted(p for p, r in assignment.items() if p in known and r != known[p])
         if changed:
             log.warning(
-                "%s ignoring new replicas for existing partitions %s of %s: reassignment is not supported",
+                "%s ignoring new replicas for existing partitions %s of %s: use a partition reassignment",
                 self.prefix,
                 changed,
                 topic,

@@ -24,11 +24,14 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from broker import reassignment_json
 from broker.zk import znodes
 from broker.zk.client import ZkClient, ZkOp, ZkTransactionError
-from controller.context import LiveBroker, TopicPartition
+from controller.context import LiveBroker, ReplicaAssignment, TopicPartition
 
 log = logging.getLogger(__name__)
+
+MAX_ASSIGNMENT_WRITES = 10
 
 
 class ControllerMovedError(Exception):
@@ -182,6 +185,25 @@ class ControllerZkClient:
     async def topic_deletions(self) -> list[str]:
         return sorted(await self.zk.get_children(znodes.DELETE_TOPICS) or [])
 
+    async def reassignment_request(self) -> dict[TopicPartition, list[int]] | None:
+        """``/admin/reassign_partitions`` (partition -> target replicas; a partition named twice keeps its
+        last entry), or None when absent. Raises ReassignmentJsonError when it does not parse."""
+        found = await self.zk.get(znodes.REASSIGN_PARTITIONS)
+        if found is None:
+            return None
+        return {
+            TopicPartition(m.topic, m.partition): m.replicas
+            for m in reassignment_json.parse_reassignment(found[0])
+        }
+
+    async def preferred_replica_election_request(self) -> list[TopicPartition] | None:
+        """The partitions named in ``/admin/preferred_replica_election``, or None when absent. Raises
+        ValueError (KeyError, TypeError) when it does not parse."""
+        found = await self.zk.get(znodes.PREFERRED_REPLICA_ELECTION)
+        if found is None:
+            return None
+        return [TopicPartition(t, p) for t, p in znodes.decode_partitions(found[0])]
+
     # -- fenced writes --------------------------------------------------------------------------
 
     async def _fenced(
@@ -276,6 +298,58 @@ class ControllerZkClient:
             else:
                 written[tp] = result
         return StateUpdateResult(written, retry, failed)
+
+    async def set_replica_assignment(
+        self, partition: TopicPartition, assignment: ReplicaAssignment, epoch_zk_version: int
+    ) -> None:
+        """Writes one partition's replicas and its replicas being added and removed into
+        ``/brokers/topics/<t>``, keeping the other partitions and the topic id; conditional on the version
+        read, re-read when another writer (a broker adding partitions) got in between."""
+        path = znodes.topic_path(partition.topic)
+        for _ in range(MAX_ASSIGNMENT_WRITES):
+            found = await self.zk.get(path)
+            if found is None:
+                raise RuntimeError(f"topic {partition.topic} has no assignment in ZooKeeper")
+            record = znodes.TopicAssignment.decode(found[0])
+            record.partitions[partition.partition] = list(assignment.replicas)
+            for replicas, by_partition in (
+                (assignment.adding, record.adding_replicas),
+                (assignment.removing, record.removing_replicas),
+            ):
+                if replicas:
+                    by_partition[partition.partition] = list(replicas)
+                else:
+                    by_partition.pop(partition.partition, None)
+            op = ZkOp("set", path, record.encode(), version=found[1].version)
+            try:
+                await self._fenced(epoch_zk_version, [op])
+                return
+            except ZkTransactionError as e:
+                if not isinstance(e.cause, BadVersionError):
+                    raise
+        raise RuntimeError(f"the assignment of topic {partition.topic} keeps changing")
+
+    async def set_reassignment_request(
+        self, assignments: dict[TopicPartition, list[int]], epoch_zk_version: int
+    ) -> None:
+        """Rewrites ``/admin/reassign_partitions`` with what is left of it; deletes it when nothing is."""
+        path = znodes.REASSIGN_PARTITIONS
+        try:
+            if assignments:
+                data = reassignment_json.encode_znode(assignments)
+                await self._fenced(epoch_zk_version, [ZkOp("set", path, data)])
+            else:
+                await self._fenced(epoch_zk_version, [ZkOp("delete", path)])
+        except ZkTransactionError as e:
+            if not isinstance(e.cause, NoNodeError):
+                raise
+
+    async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        try:
+            await self._fenced(epoch_zk_version, [ZkOp("delete", znodes.PREFERRED_REPLICA_ELECTION)])
+        except ZkTransactionError as e:
+            if not isinstance(e.cause, NoNodeError):
+                raise
 
     async def delete_topic_deletions(self, topics: Iterable[str], epoch_zk_version: int) -> None:
         for topic in topics:

@@ -16,6 +16,9 @@ from broker.zk.znodes import LEADER_NONE
 
 class ElectionStrategy(Enum):
     OFFLINE = "offline"  # the leader is gone (or never was): pick from the live ISR
+    UNCLEAN = "unclean"  # as offline, with unclean election allowed whatever the config (ElectLeaders)
+    PREFERRED = "preferred replica"  # move leadership back to the first replica of the assignment
+    REASSIGN = "reassignment"  # move leadership into the target replicas of a reassignment
     CONTROLLED_SHUTDOWN = "controlled shutdown"  # move leadership off brokers shutting down
 
 
@@ -44,6 +47,26 @@ def offline_partition_election(
         for replica in assignment:
             if replica in live:
                 return Election(replica, (replica,), unclean=True)
+    return None
+
+
+def preferred_replica_election(
+    assignment: Sequence[int], isr: Sequence[int], live: Collection[int]
+) -> Election | None:
+    """The first replica of the assignment, if it is live and in the ISR; the ISR stays as it is."""
+    if assignment and assignment[0] in live and assignment[0] in isr:
+        return Election(assignment[0], tuple(isr))
+    return None
+
+
+def reassign_partition_election(
+    target: Sequence[int], isr: Sequence[int], live: Collection[int]
+) -> Election | None:
+    """The first target replica of a reassignment that is live and in the ISR; the ISR stays as it is
+    (the replicas being removed leave it when they go offline)."""
+    for replica in target:
+        if replica in live and replica in isr:
+            return Election(replica, tuple(isr))
     return None
 
 

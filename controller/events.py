@@ -95,3 +95,57 @@ class AlterPartitionReceived(ControllerEvent):
     def abandon(self) -> None:
         if not self.result.done():
             self.result.set_exception(ControllerMovedError("the controller resigned"))
+
+
+@dataclass
+class ReplicaLeaderElection(ControllerEvent):
+    """ElectLeaders: ``partitions`` (None: all) with ``election_type``; ``result`` gets each partition's
+    new leader or error."""
+
+    partitions: Any  # set of TopicPartition, or None
+    election_type: Any  # ElectionType
+    result: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def abandon(self) -> None:
+        if not self.result.done():
+            self.result.set_exception(ControllerMovedError("the controller resigned"))
+
+
+@dataclass
+class PreferredReplicaElectionRequested(ControllerEvent):
+    """``/admin/preferred_replica_election`` was created."""
+
+
+@dataclass
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    """Time for the auto-rebalance check (``leader.imbalance.check.interval.seconds``)."""
+
+
+@dataclass
+class ZkPartitionReassignment(ControllerEvent):
+    """``/admin/reassign_partitions`` was created."""
+
+
+@dataclass
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments: partition -> target replicas (None: cancel); ``result`` gets each
+    partition's (error code, message)."""
+
+    reassignments: dict[Any, Any]
+    result: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def abandon(self) -> None:
+        if not self.result.done():
+            self.result.set_exception(ControllerMovedError("the controller resigned"))
+
+
+@dataclass
+class ListPartitionReassignments(ControllerEvent):
+    """ListPartitionReassignments: ``partitions`` (None: all); ``result`` gets those being reassigned."""
+
+    partitions: Any
+    result: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def abandon(self) -> None:
+        if not self.result.done():
+            self.result.set_exception(ControllerMovedError("the controller resigned"))

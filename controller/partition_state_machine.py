@@ -28,6 +28,8 @@ from controller.election import (
     controlled_shutdown_election,
     new_partition_election,
     offline_partition_election,
+    preferred_replica_election,
+    reassign_partition_election,
 )
 from controller.request_batch import ControllerBrokerRequestBatch
 
@@ -225,40 +227,9 @@ class PartitionStateMachine:
         elected: dict[TopicPartition, PartitionState] = {}
         decisions: dict[TopicPartition, tuple[Election, list[int]]] = {}
         for tp, state in current.items():
-            replicas = context.replicas(tp)
-            if strategy is ElectionStrategy.OFFLINE:
-                election = offline_partition_election(
-                    replicas, state.isr, context.live_broker_ids, unclean.get(tp.topic, False)
-                )
-                recipients = [r for r in replicas if context.is_replica_online(r)]
-            else:
-                election = controlled_shutdown_election(
-                    replicas,
-                    state.isr,
-                    context.live_or_shutting_down_broker_ids,
-                    context.shutting_down_broker_ids,
-                )
-                recipients = [r for r in replicas if context.is_replica_online(r, include_shutting_down=True)]
+            election, recipients, failure = self._decide(tp, state, strategy, unclean.get(tp.topic, False))
             if election is None:
-                if strategy is ElectionStrategy.OFFLINE:
-                    log.error(
-                        "%s no leader for %s: no live in-sync replica (ISR %s, live brokers %s) and unclean "
-                        "election is disabled",
-                        self._prefix,
-                        tp,
-                        list(state.isr),
-                        sorted(context.live_broker_ids),
-                    )
-                else:
-                    log.info(
-                        "%s %s stays led by %d: no other live in-sync replica (ISR %s, shutting down %s)",
-                        self._prefix,
-                        tp,
-                        state.leader,
-                        list(state.isr),
-                        sorted(context.shutting_down_broker_ids),
-                    )
-                results[tp] = StateChangeFailed(f"no eligible leader for {tp}")
+                results[tp] = StateChangeFailed(failure)
                 continue
             elected[tp] = PartitionState(
                 election.leader, state.leader_epoch + 1, election.isr, context.epoch, state.zk_version
@@ -291,12 +262,57 @@ class PartitionStateMachine:
             results[tp] = error
         return outcome.retry
 
+    def _decide(
+        self, tp: TopicPartition, state: PartitionState, strategy: ElectionStrategy, unclean: bool
+    ) -> tuple[Election | None, list[int], str]:
+        """(the election or None, the replicas to tell, why no leader could be elected)."""
+        context = self._context
+        replicas = context.replicas(tp)
+        live = context.live_broker_ids
+        isr = list(state.isr)
+        if strategy in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):
+            election = offline_partition_election(replicas, state.isr, live, unclean)
+            why = (
+                f"no live in-sync replica of {tp} (ISR {isr}, live brokers {sorted(live)}) and unclean "
+                "election is disabled"
+                if not unclean
+                else f"no replica of {tp} is alive (replicas {replicas}, live brokers {sorted(live)})"
+            )
+            if election is None and strategy is ElectionStrategy.OFFLINE:
+                log.error("%s no leader for %s: %s", self._prefix, tp, why)
+            return election, [r for r in replicas if context.is_replica_online(r)], why
+        if strategy is ElectionStrategy.PREFERRED:
+            election = preferred_replica_election(replicas, state.isr, live)
+            preferred = replicas[0] if replicas else None
+            why = f"the preferred replica {preferred} of {tp} is not alive and in the ISR {isr}"
+            return election, list(replicas), why
+        if strategy is ElectionStrategy.REASSIGN:
+            target = list(context.full_assignment(tp).target)
+            election = reassign_partition_election(target, state.isr, live)
+            why = f"no target replica of {tp} ({target}) is alive and in the ISR {isr}"
+            return election, target, why
+        election = controlled_shutdown_election(
+            replicas, state.isr, context.live_or_shutting_down_broker_ids, context.shutting_down_broker_ids
+        )
+        if election is None:
+            log.info(
+                "%s %s stays led by %d: no other live in-sync replica (ISR %s, shutting down %s)",
+                self._prefix,
+                tp,
+                state.leader,
+                isr,
+                sorted(context.shutting_down_broker_ids),
+            )
+        recipients = [r for r in replicas if context.is_replica_online(r, include_shutting_down=True)]
+        return election, recipients, f"no other live in-sync replica of {tp} can lead"
+
     async def _unclean_allowed(
         self, states: dict[TopicPartition, PartitionState], strategy: ElectionStrategy
     ) -> dict[str, bool]:
         """Per topic that has a partition with no live ISR member: may it elect an out-of-sync leader?
-        The topic's config (``/config/topics/<t>``) overrides the controller's default."""
-        if strategy is not ElectionStrategy.OFFLINE:
+        The topic's config (``/config/topics/<t>``) overrides the controller's default; an unclean
+        election asked for by ElectLeaders is allowed whatever they say."""
+        if strategy not in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):
             return {}
         topics = {
             tp.topic
@@ -305,6 +321,8 @@ class PartitionStateMachine:
         }
         if not topics:
             return {}
+        if strategy is ElectionStrategy.UNCLEAN:
+            return dict.fromkeys(topics, True)
         configs = await self._zk.topic_configs(topics)
         allowed = {}
         for topic in topics:

@@ -90,7 +90,7 @@ class ControllerBrokerRequestBatch:
     def add_leader_and_isr(
         self, broker_ids: Iterable[int], partition: TopicPartition, state: PartitionState, is_new: bool
     ) -> None:
-        replicas = self._context.replicas(partition)
+        assignment = self._context.full_assignment(partition)
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
@@ -102,9 +102,9 @@ class ControllerBrokerRequestBatch:
                 leader_epoch=state.leader_epoch,
                 isr=list(state.isr),
                 partition_epoch=state.zk_version,
-                replicas=list(replicas),
-                adding_replicas=[],
-                removing_replicas=[],
+                replicas=list(assignment.replicas),
+                adding_replicas=list(assignment.adding),
+                removing_replicas=list(assignment.removing),
                 is_new=is_new or (earlier is not None and earlier.is_new),
             )
         self.add_update_metadata(self._context.live_or_shutting_down_broker_ids, [partition])

@@ -10,7 +10,8 @@ A topic queued for deletion is deleted once every replica has confirmed it:
    and the topic waits until their broker returns;
 3. each StopReplica answer moves the replica to ReplicaDeletionSuccessful, or Ineligible on an error
    (retried when a broker starts);
-4. when all replicas succeeded: ``/brokers/topics/<t>`` (with the partition states),
+4. a topic with partitions being reassigned waits until those reassignments complete;
+5. when all replicas succeeded: ``/brokers/topics/<t>`` (with the partition states),
    ``/config/topics/<t>`` and ``/admin/delete_topics/<t>`` are removed in one fenced transaction, and
    the topic leaves the controller's context.
 """
@@ -86,6 +87,8 @@ class TopicDeletionManager:
         context = self._context
         eligible: set[str] = set()
         for topic in sorted(context.topics_to_be_deleted):
+            if any(tp.topic == topic for tp in context.partitions_being_reassigned):
+                continue  # resumed when the topic's reassignments complete
             replicas = context.replicas_for_topic(topic)
             states = {context.replica_state(r) for r in replicas}
             if states <= {ReplicaStatus.DELETION_SUCCESSFUL}:

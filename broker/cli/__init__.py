@@ -21,6 +21,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topics": ("broker.cli.topics:main", "create, describe, alter, delete and list topics"),
     "console-producer": ("broker.cli.console:producer_main", "produce lines from stdin"),
     "console-consumer": ("broker.cli.console:consumer_main", "print records to stdout"),
+    "reassign-partitions": ("broker.cli.reassign_partitions:main", "move partitions between brokers"),
+    "leader-election": ("broker.cli.leader_election:main", "elect preferred (or unclean) partition leaders"),
+    "replica-verification": (
+        "broker.cli.replica_verification:main",
+        "check that every replica holds the same data up to the high watermark",
+    ),
 }
 
 

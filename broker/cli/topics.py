@@ -19,6 +19,7 @@ import uuid
 from typing import Any, NoReturn
 
 from broker.cli.admin_client import AdminClient, AdminError
+from broker.cli.topic_filter import topic_filter
 from broker.zk.znodes import topic_id_string
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
@@ -206,16 +207,6 @@ def _parse_replica_assignment(text: str) -> list[list[int]]:
     return assignment
 
 
-def _topic_filter(pattern: str) -> re.Pattern[str]:
-    """Kafka's TopicFilter.IncludeList: commas mean "or", spaces and surrounding quotes are dropped."""
-    regex = pattern.strip().replace(",", "|").replace(" ", "")
-    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", regex))
-    try:
-        return re.compile(regex)
-    except re.error:
-        raise CommandError(f"{pattern} is an invalid regex.") from None
-
-
 def _error_message(code: int, message: str | None) -> str:
     return message or description(code)
 
@@ -231,7 +222,10 @@ class TopicService:
         names = sorted(t.name for t in metadata.topics if t.error_code == ErrorCode.NONE)
         exclude = self.args.exclude_internal
         if self.args.topic:
-            include = _topic_filter(self.args.topic)
+            try:
+                include = topic_filter(self.args.topic)
+            except ValueError as e:
+                raise CommandError(f"{e}.") from None
             names = [n for n in names if include.fullmatch(n) and not (exclude and is_internal(n))]
         elif exclude:
             names = [n for n in names if not is_internal(n)]

@@ -1,5 +1,6 @@
 """In-process fakes for the controller's unit tests: ZooKeeper state kept in a dict (with zkVersions,
-lost races and a deposed controller on demand) and a request sender that records what would go out."""
+lost races and a deposed controller on demand; partition states, topic configs, replica assignments and
+the /admin requests) and a request sender that records what would go out."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError
 
 from broker.zk.znodes import BrokerRegistration, PartitionState
-from controller.context import ControllerContext, LiveBroker, TopicPartition
+from controller.context import ControllerContext, LiveBroker, ReplicaAssignment, TopicPartition
 from controller.controller_zk import ControllerMovedError, StateUpdateResult
 from protocol.api import Api
 
@@ -24,6 +25,9 @@ class FakeZk:
         self.races: set[TopicPartition] = set()  # the next write of these loses to someone else's
         self.moved = False  # another controller was elected: every write fails the epoch check
         self.writes = 0
+        self.assignments: dict[TopicPartition, ReplicaAssignment] = {}  # as in /brokers/topics/<t>
+        self.reassign_request: dict[TopicPartition, list[int]] | None = None  # /admin/reassign_partitions
+        self.preferred_request: list[TopicPartition] | None = None  # /admin/preferred_replica_election
 
     def _check_epoch(self) -> None:
         if self.moved:
@@ -65,6 +69,29 @@ class FakeZk:
 
     async def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         return {t: self.configs.get(t, {}) for t in topics}
+
+    async def set_replica_assignment(
+        self, partition: TopicPartition, assignment: ReplicaAssignment, epoch_zk_version: int
+    ) -> None:
+        self._check_epoch()
+        self.writes += 1
+        self.assignments[partition] = assignment
+
+    async def reassignment_request(self) -> dict[TopicPartition, list[int]] | None:
+        return None if self.reassign_request is None else dict(self.reassign_request)
+
+    async def set_reassignment_request(
+        self, assignments: dict[TopicPartition, list[int]], epoch_zk_version: int
+    ) -> None:
+        self._check_epoch()
+        self.reassign_request = dict(assignments) if assignments else None
+
+    async def preferred_replica_election_request(self) -> list[TopicPartition] | None:
+        return self.preferred_request
+
+    async def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        self._check_epoch()
+        self.preferred_request = None
 
 
 class RecordingSender:

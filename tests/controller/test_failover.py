@@ -55,11 +55,18 @@ async def test_exactly_one_of_two_controllers_is_active(
     await eventually(lambda: f"standing by: controller {active.controller_id} is active" in standby.log())
     assert f"[Controller id={active.controller_id}] elected as active controller, epoch 1" in active.log()
     assert "elected as active controller" not in standby.log()
-    # Both answer ApiVersions; only the active one serves ControlledShutdown (and AlterPartition).
+    # Both answer ApiVersions; only the active one serves ControlledShutdown (and the others).
     for process in (active, standby):
         client = RawClient(process.endpoint)
         versions = client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t"))
-        served = {ApiKey.API_VERSIONS, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION}
+        served = {
+            ApiKey.API_VERSIONS,
+            ApiKey.CONTROLLED_SHUTDOWN,
+            ApiKey.ALTER_PARTITION,
+            ApiKey.ELECT_LEADERS,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        }
         assert {k.api_key for k in versions.api_keys} == served
         client.close()
     client = RawClient(standby.endpoint)

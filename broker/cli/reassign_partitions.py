@@ -1,0 +1,438 @@
+"""``samsa reassign-partitions``: kafka-reassign-partitions.sh for Samsa (Kafka 3.x, ``--bootstrap-server``).
+
+Actions, JSON formats, outputs, messages and exit codes are Kafka's:
+
+- ``--generate --topics-to-move-json-file F --broker-list 1,2,3 [--disable-rack-aware]``: prints the
+  current assignment of the topics in F (``{"topics":[{"topic":"foo"}],"version":1}``) and a proposed
+  one over the listed brokers (Kafka's replica assignment, rack-aware when every broker has a rack);
+- ``--execute --reassignment-json-file F [--additional]``: prints the current assignment (to roll back
+  with) and starts the reassignments of F through AlterPartitionReassignments; refused while other
+  reassignments are in progress unless ``--additional``;
+- ``--verify --reassignment-json-file F``: whether each reassignment of F is complete or in progress;
+- ``--cancel --reassignment-json-file F``: cancels those of F in progress;
+- ``--list``: the reassignments in progress.
+
+Usage errors go to stderr with the usage (exit 1); a failed action prints ``Error: <message>`` on stdout
+(exit 1). Samsa has no replication throttles and no log-directory moves, so ``--throttle``,
+``--replica-alter-log-dirs-throttle``, ``--timeout`` and ``--preserve-throttles`` are not offered,
+``--verify`` and ``--cancel`` clear no throttles, and a ``log_dirs`` entry other than "any" is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import Counter
+from typing import Any, NoReturn
+
+from broker import reassignment_json
+from broker.cli.admin_client import AdminClient, AdminError
+from broker.reassignment_json import ANY_LOG_DIR, ReassignmentJsonError
+from broker.replica_assignment import BrokerMetadata, assign_replicas
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError, description
+from protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+)
+
+ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+REQUIRED = {
+    "generate": ("topics_to_move_json_file", "broker_list"),
+    "execute": ("reassignment_json_file",),
+    "verify": ("reassignment_json_file",),
+    "cancel": ("reassignment_json_file",),
+    "list": (),
+}
+PERMITTED = {"generate": ("disable_rack_aware",), "execute": ("additional",)}
+OPTIONS = (
+    "reassignment_json_file",
+    "topics_to_move_json_file",
+    "broker_list",
+    "disable_rack_aware",
+    "additional",
+)
+REQUEST_TIMEOUT_MS = 30_000
+CANNOT_EXECUTE = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional to override this "
+    "and create a new partition assignment in addition to the existing one. The --additional flag can also "
+    "be used to change the throttle by resubmitting the current reassignment."
+)
+
+Assignment = dict[tuple[str, int], list[int]]
+
+
+class UsageError(Exception):
+    """Kafka's CommandLineUtils.printUsageAndExit: the message, then the usage, on stderr."""
+
+
+class CommandError(Exception):
+    """The action failed: ``Error: <message>`` on stdout."""
+
+
+class TerseError(Exception):
+    """Kafka's TerseException: the message alone on stdout."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(
+        prog="samsa reassign-partitions",
+        description="This tool helps to move topic partitions between replicas.",
+    )
+    p.add_argument(
+        "--bootstrap-server", metavar="SERVER", help="REQUIRED: the server(s) to use for bootstrapping"
+    )
+    p.add_argument(
+        "--generate", action="store_true", help="Generate a candidate partition reassignment configuration."
+    )
+    p.add_argument(
+        "--execute",
+        action="store_true",
+        help="Kick off the reassignment as specified by the --reassignment-json-file option.",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="Verify if the reassignment completed as specified by the --reassignment-json-file option.",
+    )
+    p.add_argument("--cancel", action="store_true", help="Cancel an active reassignment.")
+    p.add_argument("--list", action="store_true", help="List all active partition reassignments.")
+    p.add_argument(
+        "--reassignment-json-file",
+        metavar="FILE",
+        help="The JSON file with the partition reassignment configuration.",
+    )
+    p.add_argument(
+        "--topics-to-move-json-file",
+        metavar="FILE",
+        help="Generate a reassignment configuration to move the partitions of the specified topics to the "
+        'list of brokers specified by --broker-list: {"topics": [{"topic": "foo"},{"topic": "foo1"}], '
+        '"version":1}',
+    )
+    p.add_argument(
+        "--broker-list",
+        metavar="1,2,3",
+        help="The list of brokers to which the partitions need to be reassigned, with --generate.",
+    )
+    p.add_argument("--disable-rack-aware", action="store_true", help="Disable rack aware replica assignment.")
+    p.add_argument(
+        "--additional",
+        action="store_true",
+        help="Execute this reassignment in addition to any other ongoing ones.",
+    )
+    return p
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """kafka-reassign-partitions.sh's checks, with its messages; returns the action."""
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        raise UsageError("Command must include exactly one action: " + ", ".join(f"--{a}" for a in ACTIONS))
+    action = chosen[0]
+    if not args.bootstrap_server:
+        raise UsageError("Please specify --bootstrap-server")
+    for option in REQUIRED[action]:
+        if getattr(args, option) is None:
+            raise UsageError(f'Missing required argument "[{option.replace("_", "-")}]"')
+    allowed = set(REQUIRED[action]) | set(PERMITTED.get(action, ()))
+    for option in OPTIONS:
+        if option not in allowed and getattr(args, option) != parser.get_default(option):
+            raise UsageError(f'Option "[{option.replace("_", "-")}]" can\'t be used with action "[{action}]"')
+    return action
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise CommandError(f"{path} ({e.strerror})") from None
+
+
+def _partition(tp: tuple[str, int]) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _java_set(values: list[Any]) -> str:
+    return "[" + ", ".join(map(str, values)) + "]"
+
+
+def parse_execute_json(text: str) -> Assignment:
+    """The reassignments of a --reassignment-json-file, checked as Kafka's parseExecuteAssignmentArgs."""
+    try:
+        moves = reassignment_json.parse_reassignment(text)
+    except ReassignmentJsonError as e:
+        raise CommandError(str(e)) from None
+    if not moves:
+        raise CommandError("Partition reassignment list cannot be empty")
+    if any(not m.replicas for m in moves):
+        raise CommandError("Partition replica list cannot be empty")
+    counts = Counter((m.topic, m.partition) for m in moves)
+    duplicates = [tp for tp, n in counts.items() if n > 1]
+    if duplicates:
+        raise CommandError(
+            "Partition reassignment contains duplicate topic partitions: "
+            + ",".join(map(_partition, duplicates))
+        )
+    repeated = [
+        f"{m.topic}-{m.partition} contains multiple entries for "
+        + ",".join(str(r) for r, n in Counter(m.replicas).items() if n > 1)
+        for m in moves
+        if len(set(m.replicas)) != len(m.replicas)
+    ]
+    if repeated:
+        raise CommandError(
+            "Partition replica lists may not contain duplicate entries: " + ". ".join(repeated)
+        )
+    if any(d != ANY_LOG_DIR for m in moves for d in m.log_dirs):
+        raise CommandError("Moving replicas between log directories is not supported by Samsa")
+    return {(m.topic, m.partition): m.replicas for m in moves}
+
+
+def parse_topics_json(text: str) -> list[str]:
+    """The topics of a --topics-to-move-json-file (Kafka's parseTopicsData)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        raise CommandError("The input string is not a valid JSON") from None
+    if not isinstance(body, dict):
+        raise CommandError("The input string is not a JSON object")
+    version = body.get("version", 1)
+    if version != 1:
+        raise CommandError(f"Not supported version field value {version}")
+    items = body.get("topics") or []
+    try:
+        return [item["topic"] for item in items]
+    except (KeyError, TypeError):
+        raise CommandError("No such field exists: `topic`") from None
+
+
+class ReassignCommand:
+    def __init__(self, admin: AdminClient, args: argparse.Namespace) -> None:
+        self.admin = admin
+        self.args = args
+
+    async def _current_assignment(self, topics: list[str]) -> Assignment:
+        """The replicas of every partition of ``topics`` (Kafka's getReplicaAssignmentForTopics)."""
+        metadata = await self.admin.metadata(sorted(set(topics)))
+        assignment: Assignment = {}
+        for topic in metadata.topics:
+            if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise CommandError(f"Topic {topic.name} not found.")
+            if topic.error_code != ErrorCode.NONE:
+                raise CommandError(f"{topic.name}: {description(topic.error_code)}")
+            for p in topic.partitions:
+                assignment[(topic.name, p.partition_index)] = list(p.replica_nodes)
+        return assignment
+
+    async def _reassignments(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], Any]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions or []:
+            by_topic.setdefault(topic, []).append(partition)
+        request = ListPartitionReassignmentsRequest(
+            timeout_ms=REQUEST_TIMEOUT_MS,
+            topics=None
+            if partitions is None
+            else [
+                ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
+                    name=t, partition_indexes=p
+                )
+                for t, p in by_topic.items()
+            ],
+        )
+        response = await self.admin.send(ApiKey.LIST_PARTITION_REASSIGNMENTS, request)
+        if response.error_code != ErrorCode.NONE:
+            raise CommandError(response.error_message or description(response.error_code))
+        return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+
+    async def _alter(self, targets: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], str]:
+        """Sends AlterPartitionReassignments; returns the partitions that failed, with why."""
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), replicas in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append(
+                AlterPartitionReassignmentsRequest.ReassignablePartition(
+                    partition_index=partition, replicas=replicas
+                )
+            )
+        request = AlterPartitionReassignmentsRequest(
+            timeout_ms=REQUEST_TIMEOUT_MS,
+            topics=[
+                AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=p)
+                for t, p in by_topic.items()
+            ],
+        )
+        response = await self.admin.send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request)
+        if response.error_code != ErrorCode.NONE:
+            message = response.error_message or description(response.error_code)
+            return dict.fromkeys(targets, message)
+        return {
+            (t.name, p.partition_index): p.error_message or description(p.error_code)
+            for t in response.responses
+            for p in t.partitions
+            if p.error_code != ErrorCode.NONE
+        }
+
+    # -- actions --------------------------------------------------------------------------------
+
+    async def generate(self) -> None:
+        try:
+            brokers = [int(b) for b in self.args.broker_list.split(",")]
+        except ValueError:
+            raise CommandError(f'For input string: "{self.args.broker_list}"') from None
+        repeated = sorted(b for b, n in Counter(brokers).items() if n > 1)
+        if repeated:
+            raise CommandError(f"Broker list contains duplicate entries: {_java_set(repeated)}")
+        topics = parse_topics_json(_read(self.args.topics_to_move_json_file))
+        repeated_topics = sorted(t for t, n in Counter(topics).items() if n > 1)
+        if repeated_topics:
+            raise CommandError(
+                f"List of topics to reassign contains duplicate entries: {_java_set(repeated_topics)}"
+            )
+        current = await self._current_assignment(topics)
+        metadata = await self.admin.metadata([])
+        rack_aware = not self.args.disable_rack_aware
+        chosen = sorted(
+            (
+                BrokerMetadata(b.node_id, b.rack if rack_aware else None)
+                for b in metadata.brokers
+                if b.node_id in brokers
+            ),
+            key=lambda b: b.id,
+        )
+        racks = [b.rack for b in chosen if b.rack is not None]
+        if rack_aware and racks and len(racks) != len(chosen):
+            raise CommandError(
+                "Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+                "replica assignment without rack information."
+            )
+        proposed: Assignment = {}
+        for topic in sorted({t for t, _ in current}):
+            partitions = sorted(p for t, p in current if t == topic)
+            try:
+                assigned = assign_replicas(chosen, len(partitions), len(current[(topic, partitions[0])]))
+            except KafkaError as e:
+                raise CommandError(e.message) from None
+            proposed.update({(topic, p): replicas for p, replicas in assigned.items()})
+        print(f"Current partition replica assignment\n{reassignment_json.format_reassignment(current)}\n")
+        proposed_json = reassignment_json.format_reassignment(proposed)
+        print(f"Proposed partition reassignment configuration\n{proposed_json}")
+
+    async def execute(self) -> None:
+        proposed = parse_execute_json(_read(self.args.reassignment_json_file))
+        if not self.args.additional and await self._reassignments(None):
+            raise TerseError(CANNOT_EXECUTE)
+        live = {b.node_id for b in (await self.admin.metadata([])).brokers}
+        unknown = [b for replicas in proposed.values() for b in replicas if b not in live]
+        if unknown:
+            raise CommandError(f"Unknown broker id {unknown[0]}")
+        current = await self._current_assignment([t for t, _ in proposed])
+        missing = [tp for tp in proposed if tp not in current]
+        if missing:
+            raise CommandError("Unable to find partition: " + ", ".join(map(_partition, missing)))
+        rollback = {tp: r for tp, r in current.items() if tp in proposed}
+        print(
+            f"Current partition replica assignment\n\n{reassignment_json.format_reassignment(rollback)}\n\n"
+            "Save this to use as the --reassignment-json-file option during rollback"
+        )
+        errors = await self._alter(dict(proposed))
+        if errors:
+            raise TerseError(
+                "Error reassigning partition(s):\n"
+                + "\n".join(f"{_partition(tp)}: {message}" for tp, message in sorted(errors.items()))
+            )
+        print(
+            f"Successfully started partition reassignment{'' if len(proposed) == 1 else 's'} for "
+            + ",".join(map(_partition, sorted(proposed)))
+        )
+
+    async def verify(self) -> None:
+        targets = parse_execute_json(_read(self.args.reassignment_json_file))
+        ongoing = await self._reassignments(None)
+        lines = ["Status of partition reassignment:"]
+        finished = [tp for tp in targets if tp not in ongoing]
+        current: Assignment = {}
+        for topic in sorted({t for t, _ in finished}):
+            try:
+                current.update(await self._current_assignment([topic]))
+            except CommandError:
+                pass  # an unknown topic: its partitions have no replicas
+        for tp in sorted(targets):
+            if tp in ongoing:
+                lines.append(f"Reassignment of partition {_partition(tp)} is still in progress.")
+            elif current.get(tp, []) == targets[tp]:
+                lines.append(f"Reassignment of partition {_partition(tp)} is completed.")
+            else:
+                replicas, target = ",".join(map(str, current.get(tp, []))), ",".join(map(str, targets[tp]))
+                lines.append(
+                    f"There is no active reassignment of partition {_partition(tp)}, but replica set is "
+                    f"{replicas} rather than {target}."
+                )
+        print("\n".join(lines))
+
+    async def cancel(self) -> None:
+        targets = parse_execute_json(_read(self.args.reassignment_json_file))
+        ongoing = await self._reassignments(sorted(targets))
+        # Kafka's condition, kept as it is.
+        active = sorted(tp for tp, r in ongoing.items() if not r.adding_replicas or r.removing_replicas)
+        if not active:
+            print("None of the specified partition reassignments are active.")
+            return
+        errors = await self._alter(dict.fromkeys(active))
+        if errors:
+            raise TerseError(
+                f"Error cancelling partition reassignment{'' if len(errors) == 1 else 's'} for:\n"
+                + "\n".join(f"{_partition(tp)}: {message}" for tp, message in sorted(errors.items()))
+            )
+        print(
+            f"Successfully cancelled partition reassignment{'' if len(active) == 1 else 's'} for: "
+            + ",".join(map(_partition, active))
+        )
+
+    async def list(self) -> None:
+        ongoing = await self._reassignments(None)
+        if not ongoing:
+            print("No partition reassignments found.")
+            return
+        lines = ["Current partition reassignments:"]
+        for tp, r in sorted(ongoing.items()):
+            line = f"{_partition(tp)}: replicas: {','.join(map(str, r.replicas))}."
+            if r.adding_replicas:
+                line += f" adding: {','.join(map(str, r.adding_replicas))}."
+            if r.removing_replicas:
+                line += f" removing: {','.join(map(str, r.removing_replicas))}."
+            lines.append(line)
+        print("\n".join(lines))
+
+
+async def _run(args: argparse.Namespace, action: str) -> None:
+    async with AdminClient(args.bootstrap_server, client_id="reassign-partitions-tool") as admin:
+        await getattr(ReassignCommand(admin, args), action)()
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
+    if not argv:
+        parser.print_help(sys.stderr)
+        return 1
+    try:
+        args = parser.parse_args(argv)
+        action = _check_args(parser, args)
+        asyncio.run(_run(args, action))
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        parser.print_usage(sys.stderr)
+        return 1
+    except TerseError as e:
+        print(e)
+        return 1
+    except (CommandError, AdminError) as e:
+        print(f"Error: {e}")
+        return 1
+    return 0

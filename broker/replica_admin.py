@@ -1,0 +1,192 @@
+"""ReplicaAdmin: the admin requests that move leaders and replicas — ElectLeaders (v0-2),
+AlterPartitionReassignments (v0) and ListPartitionReassignments (v0).
+
+As in Kafka's ZooKeeper mode, the controller carries them out. Samsa's controller is a process of its
+own that clients cannot reach (Metadata names the answering broker as the controller), so the broker
+sends the request on, in the same protocol, to the listener the active controller publishes in
+``/controller`` (``ControllerChannel``, as for ControlledShutdown and AlterPartition), trying again while
+there is no controller, the connection fails or the controller reached answers NOT_CONTROLLER (it was
+just deposed), until the request's own timeout. Then it answers its client:
+
+- ElectLeaders: a request for every partition (null topics) is expanded from this broker's metadata
+  cache before it goes, and its answer leaves out ELECTION_NOT_NEEDED (Kafka's broker does both). A
+  partition the controller elected is answered once this broker's metadata shows the new leader — the
+  preferred replica, or for an unclean election a live one — or REQUEST_TIMED_OUT at the request's
+  timeout (Kafka's DelayedElectLeader). Without a reachable controller every partition gets
+  NOT_CONTROLLER.
+- AlterPartitionReassignments and ListPartitionReassignments: the controller's answer as it is, or
+  its top-level NOT_CONTROLLER / REQUEST_TIMED_OUT when none answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from broker.controller_channel import ControllerChannel
+from broker.metadata_cache import MetadataCache
+from broker.network.request_channel import Request
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.messages import (
+    AlterPartitionReassignmentsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsResponse,
+    Message,
+)
+
+ELECT_LEADERS_VERSION = 2  # what brokers send the controller (it serves 0-2)
+REASSIGNMENTS_VERSION = 0
+PREFERRED, UNCLEAN = 0, 1
+METADATA_POLL = 0.02  # seconds between looks at the metadata cache while waiting for a new leader
+RETRY_BACKOFF = 0.1  # seconds between attempts to reach the controller
+
+PartitionError = tuple[int, str | None]
+
+
+class ReplicaAdmin:
+    def __init__(self, metadata_cache: MetadataCache, channel: ControllerChannel) -> None:
+        self.metadata_cache = metadata_cache
+        self.channel = channel
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def _send_to_controller(self, key: ApiKey, version: int, body: Message, timeout_ms: int) -> Any:
+        """The active controller's answer. Raises KafkaError: NOT_CONTROLLER when no controller could be
+        reached in time, REQUEST_TIMED_OUT when the one reached did not answer in time."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            try:
+                response = await self.channel.send(key, version, body)
+            except TimeoutError:
+                failure = KafkaError(ErrorCode.REQUEST_TIMED_OUT, "The controller did not answer in time.")
+            except OSError:  # ConnectionError, NoActiveControllerError
+                failure = KafkaError(ErrorCode.NOT_CONTROLLER, "No active controller could be reached.")
+            else:
+                if response.error_code != ErrorCode.NOT_CONTROLLER:
+                    return response
+                failure = KafkaError(ErrorCode.NOT_CONTROLLER, "No active controller could be reached.")
+            if time.monotonic() + RETRY_BACKOFF > deadline:
+                raise failure
+            await asyncio.sleep(RETRY_BACKOFF)
+
+    # -- ElectLeaders -----------------------------------------------------------------------------
+
+    async def handle_elect_leaders(self, request: Request) -> Message:
+        body = request.body
+        election_type = body.election_type if request.version >= 1 else PREFERRED
+        every_partition = body.topic_partitions is None
+        if every_partition:
+            partitions = [
+                (topic, p)
+                for topic in self.metadata_cache.topic_names()
+                for p in self.metadata_cache.partitions(topic)
+            ]
+        else:
+            partitions = list(
+                dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions)
+            )
+        deadline = time.monotonic() + max(body.timeout_ms, 0) / 1000
+        results = await self._elect(partitions, election_type, body.timeout_ms) if partitions else {}
+        elected = [tp for tp, (code, _) in results.items() if code == ErrorCode.NONE]
+        if elected:
+            late = await self._wait_for_leaders(elected, election_type, deadline)
+            results.update(dict.fromkeys(late, (ErrorCode.REQUEST_TIMED_OUT, None)))
+        if every_partition:
+            results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        by_topic: dict[str, list[Message]] = defaultdict(list)
+        for (topic, partition), (code, message) in sorted(results.items()):
+            by_topic[topic].append(
+                ElectLeadersResponse.PartitionResult(
+                    partition_id=partition, error_code=code, error_message=message
+                )
+            )
+        return ElectLeadersResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            replica_election_results=[
+                ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=found)
+                for topic, found in by_topic.items()
+            ],
+        )
+
+    async def _elect(
+        self, partitions: list[tuple[str, int]], election_type: int, timeout_ms: int
+    ) -> dict[tuple[str, int], PartitionError]:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in partitions:
+            by_topic[topic].append(partition)
+        forwarded = ElectLeadersRequest(
+            election_type=election_type,
+            topic_partitions=[
+                ElectLeadersRequest.TopicPartitions(topic=topic, partitions=found)
+                for topic, found in by_topic.items()
+            ],
+            timeout_ms=timeout_ms,
+        )
+        try:
+            response = await self._send_to_controller(
+                ApiKey.ELECT_LEADERS, ELECT_LEADERS_VERSION, forwarded, timeout_ms
+            )
+        except KafkaError as e:
+            return dict.fromkeys(partitions, (e.code, e.message))
+        if response.error_code != ErrorCode.NONE:
+            return dict.fromkeys(partitions, (response.error_code, None))
+        return {
+            (topic.topic, p.partition_id): (p.error_code, p.error_message)
+            for topic in response.replica_election_results
+            for p in topic.partition_result
+        }
+
+    async def _wait_for_leaders(
+        self, partitions: list[tuple[str, int]], election_type: int, deadline: float
+    ) -> list[tuple[str, int]]:
+        """Waits until this broker's metadata shows each elected leader; returns those still missing."""
+        pending = list(partitions)
+        while True:
+            pending = [tp for tp in pending if not self._shows_new_leader(tp, election_type)]
+            if not pending or time.monotonic() >= deadline:
+                return pending
+            await asyncio.sleep(METADATA_POLL)
+
+    def _shows_new_leader(self, tp: tuple[str, int], election_type: int) -> bool:
+        found = self.metadata_cache.partition(*tp)
+        if found is None or found.leader < 0 or not self.metadata_cache.is_alive(found.leader):
+            return False
+        return election_type != PREFERRED or (bool(found.replicas) and found.leader == found.replicas[0])
+
+    # -- reassignments ------------------------------------------------------------------------------
+
+    async def handle_alter_partition_reassignments(self, request: Request) -> Message:
+        return await self._forward(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            request,
+            lambda e: AlterPartitionReassignmentsResponse(
+                throttle_time_ms=0, error_code=e.code, error_message=e.message, responses=[]
+            ),
+        )
+
+    async def handle_list_partition_reassignments(self, request: Request) -> Message:
+        return await self._forward(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            request,
+            lambda e: ListPartitionReassignmentsResponse(
+                throttle_time_ms=0, error_code=e.code, error_message=e.message, topics=[]
+            ),
+        )
+
+    async def _forward(
+        self, key: ApiKey, request: Request, failed: Callable[[KafkaError], Message]
+    ) -> Message:
+        """The controller's answer to the request as it came (same API, same version)."""
+        try:
+            return await self._send_to_controller(
+                key, REASSIGNMENTS_VERSION, request.body, request.body.timeout_ms
+            )
+        except KafkaError as e:
+            return failed(e)
