@@ -8,7 +8,7 @@ CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages: ZooKeeper (pulls a JRE), kcat (an old-librdkafka client the tests use) and
 # docker-compose (only to validate docker-compose.yml; no Docker engine is needed).
-DEBS   := zookeeper kcat docker-compose
+DEBS   := zookeeper kcat docker-compose iproute2 iptables
 FULL   ?=
 PYTEST_ARGS ?=
 
