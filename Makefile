@@ -31,8 +31,16 @@ test: setup clientdeps
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
+# Samsa next to Tansu with the shared load generator (../shared/bench/run-bench), one broker each; with
+# CLUSTER=1 also 3 Samsa brokers at replication factor 3. QUICK=1 for a smoke run, REPS=N, WORKLOADS=a,b.
+# Results in bench/results/compare-<date>.{json,md}; bench/README.md says more.
+CLUSTER   ?=
+QUICK     ?=
+REPS      ?=
+WORKLOADS ?= produce,consume,latency,conns
 bench: setup
-	$(PY) bench/codec_bench.py
+	$(PY) bench/compare.py --workloads $(WORKLOADS) $(if $(CLUSTER),--cluster) $(if $(QUICK),--quick) \
+	  $(if $(REPS),--reps $(REPS))
 
 setup: $(VENV)/.installed sysdeps
 
