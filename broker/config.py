@@ -260,7 +260,7 @@ BROKER_CONFIG = (
     .define("group.max.session.timeout.ms", _I, 1800000)
     .define("group.max.size", _I, INT_MAX, _POSITIVE)
     .define("offsets.topic.num.partitions", _I, 50, _POSITIVE)
-    .define("offsets.topic.replication.factor", _S, "3")
+    .define("offsets.topic.replication.factor", ConfigType.SHORT, 3, _POSITIVE)
     .define("offsets.topic.segment.bytes", _I, 104857600, _POSITIVE)
     .define("offsets.topic.compression.codec", _I, 0)
     .define("offsets.retention.minutes", _I, 10080, _POSITIVE)
@@ -268,6 +268,7 @@ BROKER_CONFIG = (
     .define("offsets.commit.timeout.ms", _I, 5000, _POSITIVE)
     .define("offsets.commit.required.acks", _S, "-1")
     .define("offsets.load.buffer.size", _I, 5242880, _POSITIVE)
+    .define("offset.metadata.max.bytes", _I, 4096)
     # transactions and idempotence
     .define("transaction.state.log.num.partitions", _I, 50, _POSITIVE)
     .define("transaction.state.log.replication.factor", _S, "3")

@@ -1,13 +1,16 @@
 """The request handler pool: ``num.io.threads`` workers taking requests off the RequestChannel.
 
 All workers run on the broker's one event loop; there are several so that a handler that awaits
-(a ZooKeeper write, a delayed operation) does not hold up the requests of other connections.
+(a ZooKeeper write, a delayed operation) does not hold up the requests of other connections. A handler
+whose answer may take as long as a group rebalance returns a ``Parked`` future instead: the worker moves
+on, and the response is written once the future is done (Kafka's handler threads never wait either).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Protocol
 
 from broker.network.request_channel import Request, RequestChannel
@@ -15,11 +18,14 @@ from protocol.messages import Message
 
 log = logging.getLogger(__name__)
 
+# A response that completes later, without holding a worker (a JoinGroup waiting for its rebalance).
+Parked = asyncio.Future  # of Message | None
+
 
 class RequestHandler(Protocol):
     """What the pool feeds: KafkaApis on a broker, the controller's own handlers on a controller."""
 
-    async def handle(self, request: Request) -> Message | None: ...
+    async def handle(self, request: Request) -> Message | Parked | None: ...
 
 
 class KafkaRequestHandlerPool:
@@ -42,16 +48,13 @@ class KafkaRequestHandlerPool:
             try:
                 response = await self._apis.handle(request)
             except Exception:
-                log.exception(
-                    "error handling %s v%d from %s (client %s); closing the connection",
-                    request.api.name,
-                    request.version,
-                    request.peer,
-                    request.client_id,
-                )
+                _log_failure(request)
                 connection.close()
             else:
-                connection.complete(request, response)
+                if isinstance(response, asyncio.Future):
+                    response.add_done_callback(partial(_complete_parked, request))
+                else:
+                    connection.complete(request, response)
             connection.handled(request)
 
     async def shutdown(self) -> None:
@@ -59,3 +62,26 @@ class KafkaRequestHandlerPool:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+
+def _log_failure(request: Request) -> None:
+    log.exception(
+        "error handling %s v%d from %s (client %s); closing the connection",
+        request.api.name,
+        request.version,
+        request.peer,
+        request.client_id,
+    )
+
+
+def _complete_parked(request: Request, parked: Parked) -> None:
+    if parked.cancelled():
+        request.connection.close()
+        return
+    try:
+        response = parked.result()
+    except Exception:
+        _log_failure(request)
+        request.connection.close()
+    else:
+        request.connection.complete(request, response)

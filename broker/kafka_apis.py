@@ -2,7 +2,8 @@
 
 Each handler takes a decoded ``Request`` and returns the response message (None when the request gets
 no response, as an acks=0 Produce). This module holds the cluster and data-plane handlers; the admin
-handlers (topics, configs, producer ids) live in ``broker.admin_apis`` and are merged in. The
+handlers (topics, configs, producer ids) live in ``broker.admin_apis`` and the group coordinator's in
+``broker.group_apis``, and are merged in. The
 ApiVersions response advertises exactly the APIs that have a handler, at the ranges of
 ``broker.api_versions``.
 """
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.api_versions import ADVERTISED_MINIMUM, ADVERTISED_VERSIONS
+from broker.handler_pool import Parked
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
 from broker.network.send import FileRegion
@@ -42,7 +44,7 @@ from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[Message | None]]
+Handler = Callable[[Request], Awaitable[Message | Parked | None]]
 
 # Kafka leaves authorized-operation fields at INT_MIN when the client did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -113,7 +115,7 @@ class KafkaApis:
         """(api, lowest, highest version) for an API this broker serves, else None."""
         return self._supported.get(api_key)
 
-    async def handle(self, request: Request) -> Message | None:
+    async def handle(self, request: Request) -> Message | Parked | None:
         return await self._handlers[request.api.key](request)
 
     # -- ApiVersions ------------------------------------------------------------------------------
@@ -328,6 +330,7 @@ class KafkaApis:
                 p.partition_max_bytes,
                 p.current_leader_epoch,
                 p.log_start_offset,
+                p.last_fetched_epoch,
             )
             for topic in body.topics
             for p in topic.partitions
@@ -367,6 +370,11 @@ class KafkaApis:
                         aborted_transactions=aborted if params.isolation_level == READ_COMMITTED else None,
                         preferred_read_replica=-1,
                         records=records,
+                        diverging_epoch=None
+                        if r.diverging_epoch is None
+                        else FetchResponse.EpochEndOffset(
+                            epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1]
+                        ),
                     )
                 )
             responses.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))

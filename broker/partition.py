@@ -138,6 +138,18 @@ class Partition:
             raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
         raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
+    def diverging_epoch(
+        self, fetch_offset: int, last_fetched_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int] | None:
+        """KIP-320/595: when the fetcher's last fetched epoch ends before ``fetch_offset`` here, or is
+        unknown here, the largest epoch not after it and where that ends; None when the logs agree."""
+        self.check_leader_epoch(current_leader_epoch)
+        assert self.log is not None
+        epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return epoch, end_offset
+        return None
+
     def _leader_log(self, current_leader_epoch: int = -1) -> Log:
         if not self.is_leader or self.log is None:
             raise KafkaError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,7 @@ class FetchPartitionRequest:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -82,6 +83,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     info: FetchDataInfo | None = None
     aborted: list[Any] | None = field(default=None)
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): the fetcher must truncate
 
 
 class DelayedProduce(DelayedOperation):
@@ -215,6 +217,10 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords")
+        # Told (topic, partition, leads?, leader epoch) whenever this broker becomes a partition's leader
+        # or follower, or stops hosting it (epoch -1 if unknown): the group coordinator follows the
+        # leadership of __consumer_offsets this way.
+        self.role_listeners: list[Callable[[str, int, bool, int], None]] = []
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
@@ -348,6 +354,8 @@ class ReplicaManager:
         self.produce_purgatory.check(tp)
         self.fetch_purgatory.check(tp)
         self.delete_records_purgatory.check(tp)
+        for listener in self.role_listeners:
+            listener(*tp, state.leader == self.broker_id, state.leader_epoch)
         return ErrorCode.NONE
 
     def stop_replicas(self, request: Message, version: int) -> tuple[int, dict[TopicPartition, int]]:
@@ -392,6 +400,8 @@ class ReplicaManager:
             self.produce_purgatory.check(tp)
             self.fetch_purgatory.check(tp)
             self.delete_records_purgatory.check(tp)
+            for listener in self.role_listeners:
+                listener(topic, index, False, max(leader_epoch, -1))
             errors[tp] = ErrorCode.NONE
         return ErrorCode.NONE, errors
 
@@ -444,6 +454,14 @@ class ReplicaManager:
                     partition = self.leader_partition(*tp)
                 else:
                     partition = self.local_partition(*tp)
+                if request.last_fetched_epoch >= 0:
+                    diverging = partition.diverging_epoch(
+                        request.fetch_offset, request.last_fetched_epoch, request.current_leader_epoch
+                    )
+                    if diverging is not None:
+                        results[tp] = self._error_result(tp, ErrorCode.NONE)
+                        results[tp].diverging_epoch = diverging
+                        continue
                 info = partition.read(
                     request.fetch_offset,
                     max(0, min(request.max_bytes, budget)),
@@ -484,7 +502,7 @@ class ReplicaManager:
         """The fetch results now, or a future completed by the fetch purgatory (long poll)."""
         results = self.read_from_local_logs(params, requests)
         total = sum(r.info.length for r in results.values() if r.info is not None)
-        errors = any(r.error != ErrorCode.NONE for r in results.values())
+        errors = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results.values())
         if params.max_wait_ms <= 0 or not requests or total >= params.min_bytes or errors:
             return results
         operation = DelayedFetch(self, params, requests, results)

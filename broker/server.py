@@ -18,6 +18,7 @@ from broker.admin_apis import AdminApis
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.config import KafkaConfig
 from broker.controller_channel import ControllerChannel, NoActiveControllerError
+from broker.group_apis import GroupApis
 from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
@@ -46,6 +47,7 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.admin: AdminApis | None = None
+        self.groups: GroupApis | None = None
         self.controller_channel: ControllerChannel | None = None
         self.alter_partition: AlterPartitionManager | None = None
         self._tasks: list[asyncio.Task] = []
@@ -117,11 +119,16 @@ class KafkaServer:
         self.admin = AdminApis(
             config, self.kafka_zk, self.metadata_cache, self.replica_manager, self.log_manager
         )
+        # Before registering: the controller's first LeaderAndIsr may already make this broker lead
+        # __consumer_offsets partitions, whose groups the coordinator then loads.
+        self.groups = GroupApis(
+            config, self.metadata_cache, self.replica_manager, self.admin.topics.create_internal_topic
+        )
         self.apis = KafkaApis(
             self.broker_id,
             self.metadata_cache,
             self.replica_manager,
-            extra_handlers=self.admin.handlers(),
+            extra_handlers={**self.admin.handlers(), **self.groups.handlers()},
             auto_create_topic=self.admin.auto_create_topic if config["auto.create.topics.enable"] else None,
         )
         self.socket_server = SocketServer(
@@ -146,6 +153,7 @@ class KafkaServer:
             config["broker.rack"],
         )
         await self.admin.start()
+        self.groups.startup()
         await self._register()
         self.zk.add_session_listener(self._on_session_state)
         self.alter_partition.start()
@@ -300,6 +308,8 @@ class KafkaServer:
             await self.alter_partition.shutdown()
         if self.controller_channel is not None:
             await self.controller_channel.close()
+        if self.groups is not None:
+            await self.groups.shutdown()
         if self.admin is not None:
             await self.admin.shutdown()
         if self.replica_manager is not None:

@@ -231,6 +231,35 @@ class TopicAdmin:
                 len(assignment[0]),
             )
 
+    async def create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """Creates an internal topic (``__consumer_offsets`` on the first FindCoordinator), as Kafka's
+        createInternalTopic: INVALID_REPLICATION_FACTOR while fewer brokers are registered than the
+        replication factor asks; a topic another broker created first is fine."""
+        brokers = ignore_partial_racks(await self.admin_zk.registered_brokers())
+        if len(brokers) < replication_factor:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Number of alive brokers '{len(brokers)}' does not meet the required replication factor "
+                f"'{replication_factor}' for the internal topic {name}. This error can be ignored if the "
+                "cluster is starting up and not all brokers are up yet.",
+            )
+        try:
+            await self._write_topic(
+                name, configs, assign_replicas(brokers, num_partitions, replication_factor)
+            )
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        else:
+            log.info(
+                "created internal topic %s with %d partitions and replication factor %d",
+                name,
+                num_partitions,
+                replication_factor,
+            )
+
     # -- DeleteTopics -----------------------------------------------------------------------------
 
     def _topic_by_id(self, topic_id: uuid.UUID) -> str | None:

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("controller.main:main", "run a controller (one is active, the others stand by)"),
     "up": ("broker.cli.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
     "topics": ("broker.cli.topics:main", "create, describe, alter, delete and list topics"),
+    "consumer-groups": ("broker.cli.consumer_groups:main", "list, describe and delete groups; reset offsets"),
     "console-producer": ("broker.cli.console:producer_main", "produce lines from stdin"),
     "console-consumer": ("broker.cli.console:consumer_main", "print records to stdout"),
     "reassign-partitions": ("broker.cli.reassign_partitions:main", "move partitions between brokers"),

@@ -3,8 +3,8 @@
 It bootstraps from a ``--bootstrap-server`` list, negotiates each API's version from the bootstrap broker's
 ApiVersions (the newest both sides know), keeps the brokers and controller from Metadata, and sends a
 request to a chosen broker, to the controller (as Kafka's Admin client sends CreateTopics, DeleteTopics
-and CreatePartitions) or to any broker, retrying on another broker while the deadline allows when a
-connection fails or the controller has moved.
+and CreatePartitions), to a group's coordinator (found with FindCoordinator) or to any broker, retrying on
+another broker while the deadline allows when a connection fails or the controller or coordinator has moved.
 """
 
 from __future__ import annotations
@@ -15,8 +15,15 @@ from typing import Any
 
 from broker.network.client import NetworkClient
 from protocol.api import ApiKey, api
-from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsRequest, Message, MetadataRequest
+from protocol.errors import ErrorCode, description, retriable
+from protocol.messages import ApiVersionsRequest, FindCoordinatorRequest, Message, MetadataRequest
+
+# The errors after which Kafka's Admin client looks the coordinator up again and retries.
+COORDINATOR_ERRORS = frozenset(
+    {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+)
+GROUP_KEY_TYPE = 0  # FindCoordinator's CoordinatorType.GROUP
+RETRY_BACKOFF = 0.1
 
 
 class AdminError(Exception):
@@ -137,6 +144,53 @@ class AdminClient:
             if ErrorCode.NOT_CONTROLLER not in errors_of(response) or time.monotonic() > deadline:
                 return response
             await asyncio.sleep(0.1)
+            await self.metadata([])
+
+    async def send_to_node(self, key: ApiKey, body: Message, node: int) -> Any:
+        """Sends to broker ``node`` and no other: for what only that broker can answer (its groups in
+        ListGroups, a coordinator's requests, a partition leader's offsets)."""
+        spec = api(key)
+        assert spec is not None
+        address = self.brokers.get(node)
+        if address is None:
+            raise AdminError(f"Broker {node} is not in the cluster's metadata")
+        try:
+            return await self._client(address).send(spec, self.version(key), body)
+        except (OSError, TimeoutError) as e:
+            raise AdminError(f"{key.name} to broker {node} ({address[0]}:{address[1]}) failed: {e}") from None
+
+    async def find_coordinator(self, group: str) -> int:
+        """The id of ``group``'s coordinator, asking again while FindCoordinator answers a retriable
+        error and the deadline allows."""
+        deadline = time.monotonic() + self.timeout
+        batched = self.version(ApiKey.FIND_COORDINATOR) >= 4
+        request = FindCoordinatorRequest(key=group, key_type=GROUP_KEY_TYPE, coordinator_keys=[group])
+        while True:
+            response = await self.send(ApiKey.FIND_COORDINATOR, request)
+            found = response.coordinators[0] if batched else response
+            if found.error_code == ErrorCode.NONE:
+                self.brokers.setdefault(found.node_id, (found.host, found.port))
+                return found.node_id
+            if not retriable(found.error_code) or time.monotonic() > deadline:
+                raise AdminError(found.error_message or description(found.error_code))
+            await asyncio.sleep(RETRY_BACKOFF)
+
+    async def send_to_coordinator(self, group: str, key: ApiKey, body: Message, errors_of: Any) -> Any:
+        """Sends to ``group``'s coordinator; while the coordinator cannot be reached or
+        ``errors_of(response)`` holds a coordinator error, and the deadline allows, finds it again and
+        sends again."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            node = await self.find_coordinator(group)
+            try:
+                response = await self.send_to_node(key, body, node)
+            except AdminError:
+                if time.monotonic() > deadline:
+                    raise
+            else:
+                if COORDINATOR_ERRORS.isdisjoint(errors_of(response)) or time.monotonic() > deadline:
+                    return response
+            await asyncio.sleep(RETRY_BACKOFF)
             await self.metadata([])
 
     async def close(self) -> None:

@@ -107,10 +107,6 @@ class ProduceConsumeCluster:
                 "the broker advertises Produce v0; Kafka advertises Produce from v0 for that reason "
                 f"(KAFKA-18659), Samsa from v{produce_min}"
             )
-        if codec == "lz4" and ApiKey.FIND_COORDINATOR not in self.versions:
-            reasons.append(
-                "librdkafka uses lz4 only if the broker advertises FindCoordinator (not served yet)"
-            )
         return reasons
 
     def check_codec(self, topic: str, codec: str) -> None:

@@ -36,7 +36,6 @@ from tests.integration.test_tools import eventually, samsa
 pytestmark = pytest.mark.integration
 
 
-
 @pytest.fixture
 def make_cluster(tmp_path: Path, zookeeper: str) -> Iterator[Callable[..., Cluster]]:
     """``make_cluster(controllers=1, **controller settings)``: a started cluster, stopped after the test."""

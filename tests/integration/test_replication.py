@@ -61,7 +61,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], acks: int = -1) ->
     return response
 
 
-def _fetch(bootstrap: str, topic: str, offset: int = 0) -> object:
+def _fetch(bootstrap: str, topic: str, offset: int = 0, last_fetched_epoch: int = -1) -> object:
     request = FetchRequest(
         replica_id=-1,
         max_wait_ms=0,
@@ -71,13 +71,18 @@ def _fetch(bootstrap: str, topic: str, offset: int = 0) -> object:
             FetchRequest.FetchTopic(
                 topic=topic,
                 partitions=[
-                    FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+                    FetchRequest.FetchPartition(
+                        partition=0,
+                        fetch_offset=offset,
+                        partition_max_bytes=1 << 20,
+                        last_fetched_epoch=last_fetched_epoch,
+                    )
                 ],
             )
         ],
     )
     client = RawClient(bootstrap)
-    response = client.request(ApiKey.FETCH, 11, request).responses[0].partitions[0]
+    response = client.request(ApiKey.FETCH, 12, request).responses[0].partitions[0]
     client.close()
     return response
 
@@ -154,3 +159,29 @@ def test_consumers_see_only_what_every_isr_member_has(fast_cluster: Cluster) -> 
         )
     finally:
         follower.signal(signal.SIGCONT)
+
+
+def test_a_fetch_past_the_end_of_its_last_epoch_is_told_where_the_logs_diverge(fast_cluster: Cluster) -> None:
+    """KIP-320 (Fetch v12's LastFetchedEpoch): a fetcher that read epoch E up to an offset the new
+    leader's epoch E does not reach gets DivergingEpoch and no records, and truncates to it."""
+    fast_cluster.create_topic("diverge", 1, replication_factor=3)
+    first = _partition(fast_cluster, "diverge")
+    old_leader = fast_cluster.broker(first.leader_id)
+    assert _produce(old_leader.bootstrap, "diverge", [b"a", b"b", b"c"]).error_code == 0
+    old_leader.stop()
+    second = fast_cluster.wait_for(
+        lambda _zk: (
+            (p := _partition(fast_cluster, "diverge")) and p.leader_id not in (-1, first.leader_id) and p
+        ),
+        "a new leader",
+    )
+    leader = fast_cluster.broker(second.leader_id)
+    assert _produce(leader.bootstrap, "diverge", [b"d", b"e"]).error_code == 0
+    # Read 0-2 in the first epoch and, say, a record at 3 the old leader never committed.
+    diverged = _fetch(leader.bootstrap, "diverge", offset=4, last_fetched_epoch=first.leader_epoch)
+    assert diverged.error_code == 0 and len(diverged.records) == 0
+    assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (first.leader_epoch, 3)
+    agreed = _fetch(leader.bootstrap, "diverge", offset=3, last_fetched_epoch=first.leader_epoch)
+    assert agreed.diverging_epoch is None and agreed.high_watermark == 5 and len(agreed.records) > 0
+    current = _fetch(leader.bootstrap, "diverge", offset=5, last_fetched_epoch=second.leader_epoch)
+    assert current.diverging_epoch is None and current.error_code == 0

@@ -369,17 +369,6 @@ def test_console_round_trip_with_keys(cluster: str) -> None:
 
 
 def test_console_consumer_group_commits_its_offsets(cluster: str) -> None:
-    from broker.cli.admin_client import AdminClient
-    from protocol.api import ApiKey
-
-    async def group_apis() -> bool:
-        async with AdminClient(cluster) as admin:
-            return all(admin.supports(k) for k in (ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP))
-
-    import asyncio
-
-    if not asyncio.run(group_apis()):
-        pytest.skip("the brokers do not serve FindCoordinator and JoinGroup yet (no group coordinator)")
     assert samsa("topics", "--bootstrap-server", cluster, "--create", "--topic", "grouped").returncode == 0
     samsa("console-producer", "--bootstrap-server", cluster, "--topic", "grouped", stdin="a\nb\nc\n")
     group = ("console-consumer", "--bootstrap-server", cluster, "--topic", "grouped", "--group", "g1")

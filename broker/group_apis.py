@@ -1,0 +1,616 @@
+"""GroupApis: the broker's handlers for the group coordinator's APIs, merged into KafkaApis.
+
+FindCoordinator (creating ``__consumer_offsets`` on first use, as Kafka does), JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups and
+DeleteGroups: each converts its request for ``coordinator.group_coordinator`` and the outcome back into
+the response of the request's version. JoinGroup and SyncGroup wait for their rebalance, and
+OffsetCommit for its records to be replicated, without holding a request handler: they answer with a
+parked future (``broker.handler_pool``).
+
+This module also gives the coordinator what it needs of the broker (``coordinator`` does not import
+``broker``): ``OffsetsTopicReplicas`` appends to and reads this broker's replicas of
+``__consumer_offsets``, and ``on_role_change`` (a ReplicaManager role listener) loads or unloads an
+offsets partition's groups when this broker starts or stops leading it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.config import KafkaConfig
+from broker.handler_pool import Parked
+from broker.metadata_cache import MetadataCache
+from broker.network.request_channel import Request
+from broker.replica_manager import ReplicaManager
+from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberIdentity
+from coordinator.group_metadata import GroupSummary, JoinGroupResult, OffsetAndMetadata, SyncGroupResult
+from coordinator.group_metadata_manager import (
+    AppendResult,
+    GroupMetadataManager,
+    OffsetConfig,
+    PartitionLog,
+)
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError, description
+from protocol.messages import (
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    FindCoordinatorResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    Message,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+from protocol.topic import GROUP_METADATA_TOPIC
+from storage.producer_state import AppendOrigin
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Awaitable[Message | Parked | None]]
+CreateTopic = Callable[[str, int, int, dict[str, str]], Awaitable[None]]
+
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# DescribeGroups' authorized operations without an authorizer: every group operation (READ = 3,
+# DELETE = 6, DESCRIBE = 8), as a bit field.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+CLASSIC_GROUP_TYPE = "classic"
+NO_OFFSET = -1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _parked(source: asyncio.Future, convert: Callable[[Any], Message]) -> Message | Parked:
+    """The response now if ``source`` is done, else a future of it (a parked response)."""
+    if source.done():
+        return convert(source.result())
+    parked: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+
+    def deliver(done: asyncio.Future) -> None:
+        if parked.done():
+            return
+        if done.cancelled():
+            parked.cancel()
+            return
+        try:
+            parked.set_result(convert(done.result()))
+        except Exception as e:  # the pool logs it and closes the connection
+            parked.set_exception(e)
+
+    source.add_done_callback(deliver)
+    return parked
+
+
+class OffsetsTopicReplicas:
+    """``coordinator.group_metadata_manager.OffsetsTopic`` over this broker's ReplicaManager."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def leader_log(self, partition: int) -> PartitionLog | None:
+        found = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
+        if found is None or not found.is_leader or found.log is None:
+            return None
+        return found.log
+
+    def append(
+        self, partition: int, records: bytes, required_acks: int, timeout_ms: int
+    ) -> asyncio.Future[AppendResult]:
+        manager = self.replica_manager
+        tp = (GROUP_METADATA_TOPIC, partition)
+        results = manager.append_records(
+            [(GROUP_METADATA_TOPIC, partition, memoryview(bytearray(records)))],
+            required_acks,
+            AppendOrigin.COORDINATOR,
+        )
+        outcome: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        first = results[tp]
+        if required_acks != -1 or first.error != ErrorCode.NONE:
+            outcome.set_result(AppendResult(first.error, first.base_offset))
+            return outcome
+        waiting = manager.wait_for_acks(results, timeout_ms)
+        if isinstance(waiting, dict):
+            outcome.set_result(AppendResult(waiting[tp].error, waiting[tp].base_offset))
+            return outcome
+
+        def replicated(done: asyncio.Future) -> None:
+            if outcome.done():
+                return
+            if done.cancelled() or done.exception() is not None:
+                outcome.set_result(AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR))
+            else:
+                result = done.result()[tp]
+                outcome.set_result(AppendResult(result.error, result.base_offset))
+
+        waiting.add_done_callback(replicated)
+        return outcome
+
+
+def group_config(config: KafkaConfig) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        max_size=config["group.max.size"],
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+    )
+
+
+def offset_config(config: KafkaConfig) -> OffsetConfig:
+    return OffsetConfig(
+        num_partitions=config["offsets.topic.num.partitions"],
+        max_metadata_size=config["offset.metadata.max.bytes"],
+        load_buffer_size=config["offsets.load.buffer.size"],
+        retention_ms=config["offsets.retention.minutes"] * 60 * 1000,
+        retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        commit_timeout_ms=config["offsets.commit.timeout.ms"],
+        commit_required_acks=int(config["offsets.commit.required.acks"]),
+        compression=config["offsets.topic.compression.codec"],
+    )
+
+
+class GroupApis:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        create_topic: CreateTopic,
+    ) -> None:
+        self.config = config
+        self.metadata_cache = metadata_cache
+        self._create_topic = create_topic
+        self._creating: asyncio.Task[None] | None = None
+        manager = GroupMetadataManager(
+            config.broker_id, offset_config(config), OffsetsTopicReplicas(replica_manager), _now_ms
+        )
+        self.coordinator = GroupCoordinator(config.broker_id, group_config(config), manager)
+        replica_manager.role_listeners.append(self.on_role_change)
+
+    def handlers(self) -> dict[int, Handler]:
+        """api key -> handler, merged into KafkaApis."""
+        return {
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.JOIN_GROUP: self.handle_join_group,
+            ApiKey.SYNC_GROUP: self.handle_sync_group,
+            ApiKey.HEARTBEAT: self.handle_heartbeat,
+            ApiKey.LEAVE_GROUP: self.handle_leave_group,
+            ApiKey.OFFSET_COMMIT: self.handle_offset_commit,
+            ApiKey.OFFSET_FETCH: self.handle_offset_fetch,
+            ApiKey.OFFSET_DELETE: self.handle_offset_delete,
+            ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
+            ApiKey.LIST_GROUPS: self.handle_list_groups,
+            ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+        }
+
+    def startup(self) -> None:
+        self.coordinator.startup()
+
+    async def shutdown(self) -> None:
+        if self._creating is not None:
+            self._creating.cancel()
+            await asyncio.gather(self._creating, return_exceptions=True)
+        await self.coordinator.shutdown()
+
+    def on_role_change(self, topic: str, partition: int, leader: bool, leader_epoch: int) -> None:
+        """The ReplicaManager's role listener: the coordinator follows the leadership of the offsets
+        partitions (Kafka's onLeadershipChange and StopReplica handling)."""
+        if topic != GROUP_METADATA_TOPIC:
+            return
+        if leader:
+            self.coordinator.on_election(partition, leader_epoch)
+        else:
+            self.coordinator.on_resignation(partition, leader_epoch if leader_epoch >= 0 else None)
+
+    # -- FindCoordinator --------------------------------------------------------------------------
+
+    def _maybe_create_offsets_topic(self) -> None:
+        if self._creating is not None and not self._creating.done():
+            return
+        replication = self.config["offsets.topic.replication.factor"]
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+            "compression.type": "producer",
+        }
+
+        async def create() -> None:
+            try:
+                await self._create_topic(
+                    GROUP_METADATA_TOPIC, self.config["offsets.topic.num.partitions"], replication, configs
+                )
+            except KafkaError as e:
+                log.warning("cannot create %s yet: %s", GROUP_METADATA_TOPIC, e)
+            except Exception:  # ZooKeeper trouble: the next FindCoordinator tries again
+                log.exception("creating %s failed", GROUP_METADATA_TOPIC)
+
+        self._creating = asyncio.get_running_loop().create_task(create(), name="create-offsets-topic")
+
+    def _find_coordinator(self, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of the coordinator of ``key``."""
+        no_node = (-1, "", -1)
+        if key_type == TRANSACTION_KEY_TYPE:
+            # No transaction coordinator runs yet: Kafka's answer while none is available.
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        if key_type != GROUP_KEY_TYPE:
+            return (ErrorCode.INVALID_REQUEST, *no_node)
+        if not self.metadata_cache.contains(GROUP_METADATA_TOPIC):
+            self._maybe_create_offsets_topic()
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        found = self.metadata_cache.partition(GROUP_METADATA_TOPIC, self.coordinator.partition_for(key))
+        if found is None or found.leader < 0 or not self.metadata_cache.is_alive(found.leader):
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        endpoint = self.metadata_cache.endpoint(found.leader, listener)
+        if endpoint is None:
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        return ErrorCode.NONE, found.leader, endpoint.host, endpoint.port
+
+    async def handle_find_coordinator(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        key_type = body.key_type
+        if version < 4:
+            error, node, host, port = self._find_coordinator(body.key, key_type, request.listener)
+            return FindCoordinatorResponse(
+                throttle_time_ms=0,
+                error_code=error,
+                error_message=description(error) if error else None,
+                node_id=node,
+                host=host,
+                port=port,
+            )
+        coordinators = []
+        for key in body.coordinator_keys:
+            error, node, host, port = self._find_coordinator(key, key_type, request.listener)
+            coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=description(error) if error else None,
+                )
+            )
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+    # -- the group protocol -----------------------------------------------------------------------
+
+    async def handle_join_group(self, request: Request) -> Message | Parked:
+        body, version = request.body, request.version
+        # v0 had one timeout for the session and the rebalance.
+        rebalance_timeout_ms = body.session_timeout_ms if version == 0 else body.rebalance_timeout_ms
+        joined = self.coordinator.handle_join_group(
+            body.group_id,
+            body.member_id,
+            body.group_instance_id,
+            # v4+: a member without id gets one first and rejoins with it (static members need not).
+            require_known_member_id=version >= 4 and body.group_instance_id is None,
+            support_skipping_assignment=version >= 9,
+            client_id=request.client_id or "",
+            client_host="/" + request.peer.rsplit(":", 1)[0],
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            session_timeout_ms=body.session_timeout_ms,
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+            reason=body.reason,
+        )
+
+        def response(result: JoinGroupResult) -> Message:
+            protocol_name = result.protocol_name
+            if version < 7 and protocol_name is None:
+                protocol_name = ""  # not nullable before v7
+            elif version >= 7 and not protocol_name:
+                protocol_name = None
+            return JoinGroupResponse(
+                throttle_time_ms=0,
+                error_code=result.error,
+                generation_id=result.generation_id,
+                protocol_type=result.protocol_type,
+                protocol_name=protocol_name,
+                leader=result.leader_id,
+                skip_assignment=result.skip_assignment,
+                member_id=result.member_id,
+                members=[
+                    JoinGroupResponse.JoinGroupResponseMember(
+                        member_id=member_id, group_instance_id=instance_id, metadata=metadata
+                    )
+                    for member_id, instance_id, metadata in result.members
+                ],
+            )
+
+        return _parked(joined, response)
+
+    async def handle_sync_group(self, request: Request) -> Message | Parked:
+        body, version = request.body, request.version
+
+        def response(result: SyncGroupResult) -> Message:
+            return SyncGroupResponse(
+                throttle_time_ms=0,
+                error_code=result.error,
+                protocol_type=result.protocol_type,
+                protocol_name=result.protocol_name,
+                assignment=result.assignment,
+            )
+
+        if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+            # From v5 both are mandatory.
+            return response(SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        synced = self.coordinator.handle_sync_group(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            body.protocol_type,
+            body.protocol_name,
+            body.group_instance_id,
+            {a.member_id: bytes(a.assignment) for a in body.assignments},
+        )
+        return _parked(synced, response)
+
+    async def handle_heartbeat(self, request: Request) -> Message:
+        body = request.body
+        error = self.coordinator.handle_heartbeat(
+            body.group_id, body.member_id, body.group_instance_id, body.generation_id
+        )
+        return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+    async def handle_leave_group(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        if version < 3:
+            leaving = [MemberIdentity(body.member_id)]
+        else:
+            leaving = [MemberIdentity(m.member_id, m.group_instance_id, m.reason) for m in body.members]
+        result = self.coordinator.handle_leave_group(body.group_id, leaving)
+        if version < 3:
+            # One error only: the group's, else the member's.
+            error = result.error or next((e for _, e in result.members if e), ErrorCode.NONE)
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+        return LeaveGroupResponse(
+            throttle_time_ms=0,
+            error_code=result.error,
+            members=[
+                LeaveGroupResponse.MemberResponse(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=error
+                )
+                for m, error in result.members
+            ],
+        )
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    async def handle_offset_commit(self, request: Request) -> Message | Parked:
+        body, version = request.body, request.version
+        now = _now_ms()
+        # OffsetCommit v2-v4 may say how long to keep the offsets (later versions: the broker decides).
+        retention = body.retention_time_ms if 2 <= version <= 4 else -1
+        unknown: dict[tuple[str, int], int] = {}
+        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if self.metadata_cache.partition(*tp) is None:
+                    unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offsets[tp] = OffsetAndMetadata(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=now,  # the request's own timestamp was OffsetCommit v1's
+                    expire_timestamp=now + retention if retention != -1 else -1,
+                )
+
+        def response(errors: dict[tuple[str, int], int]) -> Message:
+            errors = {**errors, **unknown}
+            return OffsetCommitResponse(
+                throttle_time_ms=0,
+                topics=[
+                    OffsetCommitResponse.OffsetCommitResponseTopic(
+                        name=topic.name,
+                        partitions=[
+                            OffsetCommitResponse.OffsetCommitResponsePartition(
+                                partition_index=p.partition_index,
+                                error_code=errors[(topic.name, p.partition_index)],
+                            )
+                            for p in topic.partitions
+                        ],
+                    )
+                    for topic in body.topics
+                ],
+            )
+
+        if not offsets:
+            return response({})
+        committed = self.coordinator.handle_commit_offsets(
+            body.group_id,
+            body.member_id,
+            body.group_instance_id,
+            body.generation_id_or_member_epoch,
+            offsets,
+        )
+        return _parked(committed, response)
+
+    def _fetched_topics(
+        self,
+        offsets: dict[tuple[str, int], OffsetAndMetadata | None],
+        topic_class: type,
+        partition_class: type,
+    ) -> list[Message]:
+        by_topic: dict[str, list[Message]] = {}
+        for (topic, partition), found in offsets.items():
+            by_topic.setdefault(topic, []).append(
+                partition_class(
+                    partition_index=partition,
+                    committed_offset=NO_OFFSET if found is None else found.offset,
+                    committed_leader_epoch=-1 if found is None else found.leader_epoch,
+                    metadata="" if found is None else found.metadata,
+                    error_code=ErrorCode.NONE,
+                )
+            )
+        return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]
+
+    def _fetch_offsets(
+        self, group_id: str, topics: list[Message] | None
+    ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+        error, offsets = self.coordinator.handle_fetch_offsets(group_id, partitions)
+        if partitions is None:
+            offsets = dict(sorted(offsets.items()))
+        return error, offsets
+
+    async def handle_offset_fetch(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        if version >= 8:
+            groups = []
+            for g in body.groups:
+                error, offsets = self._fetch_offsets(g.group_id, g.topics)
+                groups.append(
+                    OffsetFetchResponse.OffsetFetchResponseGroup(
+                        group_id=g.group_id,
+                        error_code=error,
+                        topics=[]
+                        if error
+                        else self._fetched_topics(
+                            offsets,
+                            OffsetFetchResponse.OffsetFetchResponseTopics,
+                            OffsetFetchResponse.OffsetFetchResponsePartitions,
+                        ),
+                    )
+                )
+            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        # Before v2 "all topics" did not exist; an empty list meant none.
+        topics = body.topics if version >= 2 else body.topics or []
+        error, offsets = self._fetch_offsets(body.group_id, topics)
+        if error and version < 2:
+            # No top-level error before v2: each partition carries it.
+            by_topic = [
+                OffsetFetchResponse.OffsetFetchResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OffsetFetchResponse.OffsetFetchResponsePartition(
+                            partition_index=p, committed_offset=NO_OFFSET, metadata="", error_code=error
+                        )
+                        for p in t.partition_indexes
+                    ],
+                )
+                for t in topics
+            ]
+            return OffsetFetchResponse(throttle_time_ms=0, topics=by_topic)
+        return OffsetFetchResponse(
+            throttle_time_ms=0,
+            error_code=error,
+            topics=[]
+            if error
+            else self._fetched_topics(
+                offsets,
+                OffsetFetchResponse.OffsetFetchResponseTopic,
+                OffsetFetchResponse.OffsetFetchResponsePartition,
+            ),
+        )
+
+    async def handle_offset_delete(self, request: Request) -> Message:
+        body = request.body
+        unknown: dict[tuple[str, int], int] = {}
+        partitions = []
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if self.metadata_cache.partition(*tp) is None:
+                    unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    partitions.append(tp)
+        error, errors = await self.coordinator.handle_delete_offsets(body.group_id, partitions)
+        if error:
+            return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
+        errors = {**errors, **unknown}
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.NONE,
+            throttle_time_ms=0,
+            topics=[
+                OffsetDeleteResponse.OffsetDeleteResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=errors.get((topic.name, p.partition_index), ErrorCode.NONE),
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+                for topic in body.topics
+            ],
+        )
+
+    # -- admin ------------------------------------------------------------------------------------
+
+    async def handle_describe_groups(self, request: Request) -> Message:
+        body = request.body
+        groups = []
+        for group_id in body.groups:
+            error, summary = self.coordinator.handle_describe_group(group_id)
+            groups.append(self._described_group(group_id, error, summary, body.include_authorized_operations))
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+
+    @staticmethod
+    def _described_group(group_id: str, error: int, summary: GroupSummary, with_operations: bool) -> Message:
+        return DescribeGroupsResponse.DescribedGroup(
+            error_code=error,
+            group_id=group_id,
+            group_state=summary.state,
+            protocol_type=summary.protocol_type,
+            protocol_data=summary.protocol,
+            members=[
+                DescribeGroupsResponse.DescribedGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in summary.members
+            ],
+            authorized_operations=GROUP_OPERATIONS
+            if with_operations and error == ErrorCode.NONE
+            else AUTHORIZED_OPERATIONS_OMITTED,
+        )
+
+    async def handle_list_groups(self, request: Request) -> Message:
+        body, version = request.body, request.version
+        states = set(body.states_filter) if version >= 4 else set()
+        types = {t.lower() for t in body.types_filter} if version >= 5 else set()
+        error, groups = self.coordinator.handle_list_groups(states)
+        if types and CLASSIC_GROUP_TYPE not in types:
+            groups = []  # every group here is a classic one
+        return ListGroupsResponse(
+            throttle_time_ms=0,
+            error_code=error,
+            groups=[
+                ListGroupsResponse.ListedGroup(
+                    group_id=group_id,
+                    protocol_type=protocol_type,
+                    group_state=state,
+                    group_type=CLASSIC_GROUP_TYPE,
+                )
+                for group_id, protocol_type, state in groups
+            ],
+        )
+
+    async def handle_delete_groups(self, request: Request) -> Message:
+        names = request.body.groups_names
+        errors = await self.coordinator.handle_delete_groups(list(dict.fromkeys(names)))
+        return DeleteGroupsResponse(
+            throttle_time_ms=0,
+            results=[
+                DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=errors[name])
+                for name in dict.fromkeys(names)
+            ],
+        )
