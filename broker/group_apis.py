@@ -26,7 +26,7 @@ from broker.handler_pool import Parked
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
 from broker.replica_manager import ReplicaManager
-from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberIdentity
+from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberIdentity, MemberJoin
 from coordinator.group_metadata import GroupSummary, JoinGroupResult, OffsetAndMetadata, SyncGroupResult
 from coordinator.group_metadata_manager import (
     AppendResult,
@@ -290,19 +290,21 @@ class GroupApis:
         # v0 had one timeout for the session and the rebalance.
         rebalance_timeout_ms = body.session_timeout_ms if version == 0 else body.rebalance_timeout_ms
         joined = self.coordinator.handle_join_group(
-            body.group_id,
-            body.member_id,
-            body.group_instance_id,
-            # v4+: a member without id gets one first and rejoins with it (static members need not).
-            require_known_member_id=version >= 4 and body.group_instance_id is None,
-            support_skipping_assignment=version >= 9,
-            client_id=request.client_id or "",
-            client_host="/" + request.peer.rsplit(":", 1)[0],
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            session_timeout_ms=body.session_timeout_ms,
-            protocol_type=body.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-            reason=body.reason,
+            MemberJoin(
+                group_id=body.group_id,
+                member_id=body.member_id,
+                group_instance_id=body.group_instance_id,
+                client_id=request.client_id or "",
+                client_host="/" + request.peer.rsplit(":", 1)[0],
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                session_timeout_ms=body.session_timeout_ms,
+                protocol_type=body.protocol_type,
+                protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+                # v4+: a member without id gets one first and rejoins with it (static members need not).
+                require_known_member_id=version >= 4 and body.group_instance_id is None,
+                support_skipping_assignment=version >= 9,
+                reason=body.reason,
+            )
         )
 
         def response(result: JoinGroupResult) -> Message:
@@ -387,26 +389,38 @@ class GroupApis:
 
     # -- offsets ----------------------------------------------------------------------------------
 
+    def _known_partitions(
+        self, topics: list[Message]
+    ) -> tuple[list[tuple[tuple[str, int], Message]], dict[tuple[str, int], int]]:
+        """The request's partitions this broker knows of, each with its entry in the request, and
+        UNKNOWN_TOPIC_OR_PARTITION for the others (OffsetCommit and OffsetDelete skip those)."""
+        known: list[tuple[tuple[str, int], Message]] = []
+        unknown: dict[tuple[str, int], int] = {}
+        for topic in topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if self.metadata_cache.partition(*tp) is None:
+                    unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    known.append((tp, p))
+        return known, unknown
+
     async def handle_offset_commit(self, request: Request) -> Message | Parked:
         body, version = request.body, request.version
         now = _now_ms()
         # OffsetCommit v2-v4 may say how long to keep the offsets (later versions: the broker decides).
         retention = body.retention_time_ms if 2 <= version <= 4 else -1
-        unknown: dict[tuple[str, int], int] = {}
-        offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for topic in body.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                if self.metadata_cache.partition(*tp) is None:
-                    unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                offsets[tp] = OffsetAndMetadata(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp=now,  # the request's own timestamp was OffsetCommit v1's
-                    expire_timestamp=now + retention if retention != -1 else -1,
-                )
+        known, unknown = self._known_partitions(body.topics)
+        offsets = {
+            tp: OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,  # the request's own timestamp was OffsetCommit v1's
+                expire_timestamp=now + retention if retention != -1 else -1,
+            )
+            for tp, p in known
+        }
 
         def response(errors: dict[tuple[str, int], int]) -> Message:
             errors = {**errors, **unknown}
@@ -518,16 +532,8 @@ class GroupApis:
 
     async def handle_offset_delete(self, request: Request) -> Message:
         body = request.body
-        unknown: dict[tuple[str, int], int] = {}
-        partitions = []
-        for topic in body.topics:
-            for p in topic.partitions:
-                tp = (topic.name, p.partition_index)
-                if self.metadata_cache.partition(*tp) is None:
-                    unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    partitions.append(tp)
-        error, errors = await self.coordinator.handle_delete_offsets(body.group_id, partitions)
+        known, unknown = self._known_partitions(body.topics)
+        error, errors = await self.coordinator.handle_delete_offsets(body.group_id, [tp for tp, _ in known])
         if error:
             return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
         errors = {**errors, **unknown}

@@ -10,6 +10,7 @@ ApiVersions response advertises exactly the APIs that have a handler, at the ran
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -242,7 +243,7 @@ class KafkaApis:
 
     # -- Produce ----------------------------------------------------------------------------------
 
-    async def handle_produce(self, request: Request) -> Message | None:
+    async def handle_produce(self, request: Request) -> Message | Parked | None:
         body, version = request.body, request.version
         acks = body.acks
         errors: dict[tuple[str, int], tuple[int, str | None]] = {}
@@ -269,7 +270,10 @@ class KafkaApis:
         results = self.replica_manager.append_records(entries, acks)
         if acks == -1 and any(r.error == ErrorCode.NONE for r in results.values()):
             waiting = self.replica_manager.wait_for_acks(results, body.timeout_ms)
-            results = await waiting if not isinstance(waiting, dict) else waiting
+            if not isinstance(waiting, dict):
+                # Parked: waiting for the followers must not hold a handler worker.
+                return asyncio.ensure_future(self._produce_response_when_done(body, errors, waiting))
+            results = waiting
         if acks == 0:
             failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
                 tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
@@ -279,6 +283,17 @@ class KafkaApis:
                 log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
                 request.connection.close()
             return None
+        return self._produce_response(body, errors, results)
+
+    async def _produce_response_when_done(
+        self, body: Message, errors: dict[tuple[str, int], tuple[int, str | None]], waiting: Awaitable[Any]
+    ) -> Message:
+        return self._produce_response(body, errors, await waiting)
+
+    @staticmethod
+    def _produce_response(
+        body: Message, errors: dict[tuple[str, int], tuple[int, str | None]], results: dict[Any, Any]
+    ) -> Message:
         responses = []
         for topic in body.topic_data:
             partitions = []
@@ -310,7 +325,7 @@ class KafkaApis:
 
     # -- Fetch ------------------------------------------------------------------------------------
 
-    async def handle_fetch(self, request: Request) -> Message:
+    async def handle_fetch(self, request: Request) -> Message | Parked:
         body, version = request.body, request.version
         if version >= 7 and body.session_id != 0:
             # Samsa hands out no incremental fetch sessions (KIP-227 allows that: every fetch is full).
@@ -336,7 +351,18 @@ class KafkaApis:
             for p in topic.partitions
         ]
         pending = self.replica_manager.fetch_messages(params, requests)
-        results = pending if isinstance(pending, dict) else await pending
+        if not isinstance(pending, dict):
+            # Parked: a long poll must not hold a handler worker.
+            return asyncio.ensure_future(self._fetch_response_when_done(body, version, params, pending))
+        return self._fetch_response(body, version, params, pending)
+
+    async def _fetch_response_when_done(
+        self, body: Message, version: int, params: FetchParams, pending: Awaitable[Any]
+    ) -> Message:
+        return self._fetch_response(body, version, params, await pending)
+
+    @staticmethod
+    def _fetch_response(body: Message, version: int, params: FetchParams, results: dict[Any, Any]) -> Message:
         responses = []
         for topic in body.topics:
             partitions = []

@@ -63,6 +63,32 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
 
 
+@dataclass(frozen=True, slots=True)
+class MemberJoin:
+    """One JoinGroup: the joining member (``member_id`` UNKNOWN_MEMBER_ID when it has none yet), its
+    client, timeouts and protocols (in its order of preference), and what the request's version allows."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    # JoinGroup v4+ (KIP-394): a dynamic member without id is given one and must rejoin with it.
+    require_known_member_id: bool = False
+    # JoinGroup v9+: a static leader rejoining a stable group may be told to skip the assignment.
+    support_skipping_assignment: bool = False
+    reason: str | None = None
+
+    @property
+    def client_reason(self) -> str:
+        """The client's reason for joining, as the rebalance reasons quote it."""
+        return self.reason or "not provided"
+
+
 @dataclass(slots=True)
 class MemberIdentity:
     """One member named in LeaveGroup (by member id, or by group instance id alone)."""
@@ -237,93 +263,53 @@ class GroupCoordinator:
 
     # -- JoinGroup --------------------------------------------------------------------------------
 
-    def handle_join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        support_skipping_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        reason: str | None = None,
-    ) -> asyncio.Future[JoinGroupResult]:
-        error = self._validate_group_status(group_id)
+    def handle_join_group(self, join: MemberJoin) -> asyncio.Future[JoinGroupResult]:
+        error = self._validate_group_status(join.group_id)
         if error is not None:
-            return _done(JoinGroupResult(member_id, error))
-        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
-            return _done(JoinGroupResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
-        is_unknown = member_id == UNKNOWN_MEMBER_ID
+            return _done(JoinGroupResult(join.member_id, error))
+        if not (
+            self.config.min_session_timeout_ms
+            <= join.session_timeout_ms
+            <= self.config.max_session_timeout_ms
+        ):
+            return _done(JoinGroupResult(join.member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
+        is_unknown = join.member_id == UNKNOWN_MEMBER_ID
         # A group comes into being when a member without id joins it; a member id for a group that
         # does not exist is unknown.
-        group = self.manager.get_or_maybe_create_group(group_id, is_unknown)
+        group = self.manager.get_or_maybe_create_group(join.group_id, is_unknown)
         if group is None:
-            return _done(JoinGroupResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+            return _done(JoinGroupResult(join.member_id, ErrorCode.UNKNOWN_MEMBER_ID))
         future: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
-        join_reason = reason or "not provided"
-        if not self._accept_joining_member(group, member_id):
-            group.remove(member_id)
+        if not self._accept_joining_member(group, join.member_id):
+            group.remove(join.member_id)
             future.set_result(JoinGroupResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif (error := self._join_error(group, join)) is not None:
+            # Kafka answers a new member with UNKNOWN_MEMBER_ID and a current one with its own id: both are
+            # the id the member came with.
+            future.set_result(JoinGroupResult(join.member_id, error))
         elif is_unknown:
-            self._do_new_member_join(
-                group,
-                future,
-                group_instance_id,
-                require_known_member_id,
-                support_skipping_assignment,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                join_reason,
-            )
+            self._do_new_member_join(group, future, join)
         else:
-            self._do_current_member_join(
-                group,
-                future,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                join_reason,
-            )
+            self._do_current_member_join(group, future, join)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
         return future
 
-    def _do_new_member_join(
-        self,
-        group: GroupMetadata,
-        future: asyncio.Future[JoinGroupResult],
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        support_skipping_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        reason: str,
-    ) -> None:
+    @staticmethod
+    def _join_error(group: GroupMetadata, join: MemberJoin) -> int | None:
+        """Why neither a new nor a current member may join ``group`` now, if it may not."""
         if group.is_(GroupState.DEAD):
             # The group was just removed, or moved to another coordinator: find it again and rejoin.
-            future.set_result(JoinGroupResult(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            future.set_result(JoinGroupResult(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
-        new_member_id = group.generate_member_id(client_id, group_instance_id)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not group.supports_protocols(join.protocol_type, {name for name, _ in join.protocols}):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _do_new_member_join(
+        self, group: GroupMetadata, future: asyncio.Future[JoinGroupResult], join: MemberJoin
+    ) -> None:
+        group_instance_id = join.group_instance_id
+        new_member_id = group.generate_member_id(join.client_id, group_instance_id)
         if group_instance_id is not None:
             old_member_id = group.current_static_member_id(group_instance_id)
             if old_member_id is not None:
@@ -336,16 +322,7 @@ class GroupCoordinator:
                     new_member_id,
                 )
                 self._update_static_member_and_rebalance(
-                    group,
-                    future,
-                    old_member_id,
-                    new_member_id,
-                    group_instance_id,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    reason,
-                    support_skipping_assignment,
+                    group, future, join, group_instance_id, old_member_id, new_member_id
                 )
                 return
             log.info(
@@ -355,7 +332,7 @@ class GroupCoordinator:
                 group.state,
                 new_member_id,
             )
-        elif require_known_member_id:
+        elif join.require_known_member_id:
             # JoinGroup v4+: the member gets its id first and comes back with it (KIP-394), so that a
             # client whose first JoinGroup timed out does not leave a ghost member behind.
             log.info(
@@ -365,122 +342,56 @@ class GroupCoordinator:
                 new_member_id,
             )
             group.pending_members.add(new_member_id)
-            self._schedule_heartbeat(group, new_member_id, session_timeout_ms, pending=True)
+            self._schedule_heartbeat(group, new_member_id, join.session_timeout_ms, pending=True)
             future.set_result(JoinGroupResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
             return
-        self._add_member_and_rebalance(
-            group,
-            future,
-            new_member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            reason,
-        )
+        self._add_member_and_rebalance(group, future, join, new_member_id)
 
     def _do_current_member_join(
-        self,
-        group: GroupMetadata,
-        future: asyncio.Future[JoinGroupResult],
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        reason: str,
+        self, group: GroupMetadata, future: asyncio.Future[JoinGroupResult], join: MemberJoin
     ) -> None:
-        if group.is_(GroupState.DEAD):
-            future.set_result(JoinGroupResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
-            future.set_result(JoinGroupResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-            return
+        member_id = join.member_id
         if group.is_pending_member(member_id):
-            if group_instance_id is not None:
+            if join.group_instance_id is not None:
                 raise AssertionError(
-                    f"JoinGroup with group instance id {group_instance_id} for pending member {member_id}"
+                    f"JoinGroup with group instance id {join.group_instance_id} "
+                    f"for pending member {member_id}"
                 )
-            self._add_member_and_rebalance(
-                group,
-                future,
-                member_id,
-                None,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                reason,
-            )
+            self._add_member_and_rebalance(group, future, join, member_id)
             return
-        error = self._validate_current_member(group, member_id, group_instance_id, "join-group")
+        error = self._validate_current_member(group, member_id, join.group_instance_id, "join-group")
         if error is not None:
             future.set_result(JoinGroupResult(member_id, error))
             return
         member = group.get(member_id)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                group,
-                member,
-                future,
-                protocols,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                f"member {member_id} joining group during {state}; client reason: {reason}",
-            )
+            why = f"member {member_id} joining group during {state}"
         elif state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(join.protocols):
                 # The member did not get the answer to its JoinGroup: give it again.
                 future.set_result(self._join_result(group, member))
-            else:
-                self._update_member_and_rebalance(
-                    group,
-                    member,
-                    future,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    f"updating metadata for member {member_id} during {state}; client reason: {reason}",
-                )
+                return
+            why = f"updating metadata for member {member_id} during {state}"
         elif state is GroupState.STABLE:
             if group.is_leader(member_id):
                 # The leader's JoinGroup asks for a rebalance (its consumer saw the topics change).
-                self._update_member_and_rebalance(
-                    group,
-                    member,
-                    future,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    f"leader {member_id} re-joining group during {state}; client reason: {reason}",
-                )
-            elif not member.matches(protocols):
-                self._update_member_and_rebalance(
-                    group,
-                    member,
-                    future,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    f"updating metadata for member {member_id} during {state}; client reason: {reason}",
-                )
+                why = f"leader {member_id} re-joining group during {state}"
+            elif not member.matches(join.protocols):
+                why = f"updating metadata for member {member_id} during {state}"
             else:
                 # A follower without changes gets the current generation and syncs.
                 future.set_result(self._join_result(group, member, with_members=False))
+                return
         else:
             log.warning(
                 "rejoining member %s of group %s in unexpected state %s", member_id, group.group_id, state
             )
             future.set_result(JoinGroupResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        self._update_member_and_rebalance(
+            group, member, future, join, f"{why}; client reason: {join.client_reason}"
+        )
 
     def _join_result(
         self,
@@ -506,25 +417,19 @@ class GroupCoordinator:
         self,
         group: GroupMetadata,
         future: asyncio.Future[JoinGroupResult],
+        join: MemberJoin,
         member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        reason: str,
     ) -> None:
+        """``member_id``: the id the coordinator gave the member (a new member joins without one)."""
         member = MemberMetadata(
             member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
+            join.group_instance_id,
+            join.client_id,
+            join.client_host,
+            join.rebalance_timeout_ms,
+            join.session_timeout_ms,
+            join.protocol_type,
+            join.protocols,
         )
         member.is_new = True
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
@@ -533,23 +438,21 @@ class GroupCoordinator:
         self._schedule_heartbeat(group, member_id, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(
             group,
-            f"adding new member {member_id} with group instance id {group_instance_id}; "
-            f"client reason: {reason}",
+            f"adding new member {member_id} with group instance id {join.group_instance_id}; "
+            f"client reason: {join.client_reason}",
         )
 
     def _update_static_member_and_rebalance(
         self,
         group: GroupMetadata,
         future: asyncio.Future[JoinGroupResult],
+        join: MemberJoin,
+        group_instance_id: str,
         old_member_id: str,
         new_member_id: str,
-        group_instance_id: str,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        reason: str,
-        support_skipping_assignment: bool,
     ) -> None:
+        """``group_instance_id`` is ``join.group_instance_id``, given apart because a static member's
+        is never None."""
         current_leader = group.leader_id or ""
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
         self._cancel_heartbeat(group, old_member_id)
@@ -557,7 +460,9 @@ class GroupCoordinator:
         old_protocols = member.supported_protocols
         old_rebalance_timeout_ms = member.rebalance_timeout_ms
         old_session_timeout_ms = member.session_timeout_ms
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
+        group.update_member(
+            member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, future
+        )
         state = group.state
         if state is GroupState.STABLE:
             if group.protocol_name != group.select_protocol():
@@ -565,7 +470,7 @@ class GroupCoordinator:
                     group,
                     f"group's selected protocol will change because static member {new_member_id} "
                     f"with instance id {group_instance_id} joined with change of protocol; "
-                    f"client reason: {reason}",
+                    f"client reason: {join.client_reason}",
                 )
                 return
             # Same protocol: no rebalance; the new member id is persisted and the member keeps its
@@ -604,7 +509,7 @@ class GroupCoordinator:
                             )
                         )
                 elif group.is_(GroupState.STABLE):
-                    if support_skipping_assignment:
+                    if join.support_skipping_assignment:
                         # JoinGroup v9+: a static leader learns it leads, but skips the assignment
                         # (the group is stable; a new assignment would not be sent to anyone).
                         is_leader = group.is_leader(new_member_id)
@@ -624,7 +529,7 @@ class GroupCoordinator:
             self._prepare_rebalance(
                 group,
                 f"updating metadata for static member {new_member_id} with instance id {group_instance_id}; "
-                f"client reason: {reason}",
+                f"client reason: {join.client_reason}",
             )
         elif state in (GroupState.EMPTY, GroupState.DEAD):
             raise AssertionError(
@@ -636,12 +541,12 @@ class GroupCoordinator:
         group: GroupMetadata,
         member: MemberMetadata,
         future: asyncio.Future[JoinGroupResult],
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: MemberJoin,
         reason: str,
     ) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
+        group.update_member(
+            member, join.protocols, join.rebalance_timeout_ms, join.session_timeout_ms, future
+        )
         self._maybe_prepare_rebalance(group, reason)
 
     # -- rebalancing ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.group_coordinator import GroupConfig, GroupCoordinator
+from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberJoin
 from coordinator.group_metadata import JoinGroupResult, SyncGroupResult
 from coordinator.group_metadata_manager import GroupMetadataManager, OffsetConfig
 from protocol.errors import ErrorCode
@@ -63,17 +63,19 @@ class Env:
 
         def send(mid: str) -> asyncio.Future[JoinGroupResult]:
             return self.coordinator.handle_join_group(
-                group,
-                mid,
-                instance,
-                require_known_member_id=instance is None,
-                support_skipping_assignment=skip_assignment,
-                client_id="client",
-                client_host="/127.0.0.1",
-                rebalance_timeout_ms=rebalance_ms,
-                session_timeout_ms=session_ms,
-                protocol_type="consumer",
-                protocols=protocols,
+                MemberJoin(
+                    group,
+                    mid,
+                    instance,
+                    client_id="client",
+                    client_host="/127.0.0.1",
+                    rebalance_timeout_ms=rebalance_ms,
+                    session_timeout_ms=session_ms,
+                    protocol_type="consumer",
+                    protocols=protocols,
+                    require_known_member_id=instance is None,
+                    support_skipping_assignment=skip_assignment,
+                )
             )
 
         future = send(member_id)

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from coordinator.group_coordinator import MemberIdentity
+from coordinator.group_coordinator import MemberIdentity, MemberJoin
 from coordinator.group_metadata import GroupState, OffsetAndMetadata
 from protocol.errors import ErrorCode
 from tests.coordinator.conftest import REBALANCE_MS, Env, subscription, until
@@ -27,7 +27,18 @@ async def commit(env: Env, group: str, member_id: str = "", generation: int = -1
 
 async def test_member_id_required_then_single_member_group(env: Env) -> None:
     first = await env.coordinator.handle_join_group(
-        "g", "", None, True, False, "client", "/h", REBALANCE_MS, 1000, "consumer", [("range", b"x")]
+        MemberJoin(
+            group_id="g",
+            member_id="",
+            group_instance_id=None,
+            client_id="client",
+            client_host="/h",
+            rebalance_timeout_ms=REBALANCE_MS,
+            session_timeout_ms=1000,
+            protocol_type="consumer",
+            protocols=[("range", b"x")],
+            require_known_member_id=True,
+        )
     )
     assert first.error == ErrorCode.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
     assert env.manager.get_group("g").is_pending_member(first.member_id)
@@ -44,9 +55,7 @@ async def test_join_with_unknown_member_id_or_bad_session(env: Env) -> None:
     assert result.error == ErrorCode.UNKNOWN_MEMBER_ID
     result = await env.join("g", instance="i", session_ms=50)
     assert result.error == ErrorCode.INVALID_SESSION_TIMEOUT
-    result = await env.coordinator.handle_join_group(
-        "", "", None, True, False, "c", "/h", 1000, 1000, "consumer", [("range", b"")]
-    )
+    result = await env.join("")
     assert result.error == ErrorCode.INVALID_GROUP_ID
 
 
