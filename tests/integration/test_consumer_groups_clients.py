@@ -1,21 +1,23 @@
-"""Consumer groups of kafkajs and the Java client on a real cluster (ZooKeeper, a controller, three
-brokers); aiokafka, kafka-python and confluent-kafka are covered by test_consumer_groups_core.py.
+"""Consumer groups of aiokafka, kafka-python, confluent-kafka, kafkajs and the Java client on a real cluster
+(ZooKeeper, a controller, three brokers).
 
 For each client, while a producer keeps writing to a 12-partition topic:
 - three consumers in one group get disjoint shares that cover the topic, all in one generation;
 - a fourth joins, then one leaves cleanly, then one is SIGKILLed and its session expires: each time the
   group settles in a new generation whose shares again cover the topic;
-- the consumers commit each record's offset after processing it; in the end every record produced was
-  processed at least once, the group's commits reach the log end, and no record was delivered again
-  after a commit past it had succeeded (what a rebalance must guarantee).
+- the consumers commit after processing (each record, or each polled batch); in the end every record
+  produced was processed at least once, the group's commits reach the log end, and no record was
+  delivered again after a commit past it had succeeded (what a rebalance must guarantee).
 
-Each member runs as a subprocess (tests/clients/js/group_member.js, tests/clients/java/GroupMember.java)
-printing JSON events; every process a test starts is killed by its process group at the end.
+Each member runs as a subprocess (tests/clients/py/group_member.py, tests/clients/js/group_member.js,
+tests/clients/java/GroupMember.java) printing the same JSON events; all members of a group are of one
+client; every process a test starts is killed by its process group at the end.
 """
 
 from __future__ import annotations
 
 import bisect
+import importlib.util
 import itertools
 import json
 import os
@@ -60,7 +62,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper_server: ZooKeepe
 
 def member_command(client: str) -> tuple[list[str], dict[str, str]]:
     """The argv (before BOOTSTRAP TIMEOUT_MS TOPIC GROUP SESSION_MS) and environment of a group member;
-    skips the test when the client is not installed (`make clientdeps`)."""
+    skips the test when the client is not installed (`make clientdeps`, or the Python test extras)."""
+    if client in runners.PYTHON_MODULES:
+        module = runners.PYTHON_MODULES[client]
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{client}: Python package {module!r} is missing (pip install -e '.[test]')")
+        return [sys.executable, str(runners.HERE / "py" / "group_member.py"), client], {}
     if client == "kafkajs":
         node = shutil.which("node")
         modules = runners.clients_dir() / "node" / "node_modules"
@@ -293,7 +300,7 @@ def test_the_redelivery_check_sees_a_repeat_after_a_commit() -> None:
     assert redeliveries_after_commit({"a": first, "b": [record(3, 0)]}) == []  # not strictly after
 
 
-@pytest.mark.parametrize("client", ["kafkajs", "java"])
+@pytest.mark.parametrize("client", ["aiokafka", "kafka-python", "confluent-kafka", "kafkajs", "java"])
 def test_group_rebalances_without_losing_or_repeating_committed_records(
     client: str, cluster: Cluster, start_member: Callable[..., Member]
 ) -> None:
