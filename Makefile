@@ -6,9 +6,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 CACHE  := .cache
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages: ZooKeeper (pulls a JRE), kcat (an old-librdkafka client the tests use) and
-# docker-compose (only to validate docker-compose.yml; no Docker engine is needed).
-DEBS   := zookeeper kcat docker-compose iproute2 iptables
+# Debian packages: ZooKeeper (pulls default-jre: Java 17 on Debian 12, which pipeline/'s Spark also runs on),
+# kcat (an old-librdkafka client the tests use) and docker-compose (only to validate docker-compose.yml;
+# no Docker engine is needed).
+DEBS   := zookeeper kcat docker-compose iproute2 iptables strace
 FULL   ?=
 PYTEST_ARGS ?=
 
@@ -47,7 +48,7 @@ setup: $(VENV)/.installed sysdeps
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
 	@touch $@
 
 # Installs the Debian packages only when one is missing (apt-get update only if the install fails).

@@ -33,8 +33,11 @@ _STAGE_SIZE = 64 * 1024
 # Requests read from one connection but not yet answered before it stops reading more: the client has
 # pipelined far ahead of us (Kafka reads one at a time; a little pipelining keeps the handlers busy).
 _MAX_PENDING_REQUESTS = 64
-# How much of a file region goes through the transport when sendfile finds the socket full.
-_SLICE_WHEN_FULL = 256 * 1024
+# How much of a file region goes through the transport when sendfile finds the socket full. The slice
+# is only there to have the transport wake us when the socket can take more (uvloop lets no one else
+# watch a transport's fd); the wakeup comes as late whatever its size, so it is kept small: the bytes
+# it copies are the only record bytes that do not leave by sendfile.
+_SLICE_WHEN_FULL = 1024
 
 
 class Connection(asyncio.BufferedProtocol):

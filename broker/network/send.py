@@ -2,9 +2,10 @@
 
 A Fetch response is a list of buffers; the records of each partition are a ``FileRegion`` (a file
 descriptor, a position and a length) that the connection sends with ``os.sendfile`` once everything
-before it has left the transport's buffer. When the socket is full, a slice of the region goes through
-the transport instead (from a memoryview of the mapped segment, so Python still copies nothing) and
-``sendfile`` resumes once the transport has drained.
+before it has left the transport's buffer. When the socket is full, a small slice of the region goes
+through the transport instead (from a memoryview of the mapped segment, so Python still copies
+nothing), which makes the transport wake the connection once the socket takes data again, and
+``sendfile`` resumes then.
 """
 
 from __future__ import annotations
