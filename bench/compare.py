@@ -32,6 +32,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,7 @@ def broker_figures(entry: Mapping[str, Any] | None) -> Figures | None:
         return None
     figures = parse_run(entry.get("run_bench"))
     figures["broker_peak_rss_MB"] = entry.get("peak_rss_mb")
+    figures["rss_1000_partitions_200_conns_MB"] = entry.get("rss_1000_partitions_200_conns_mb")
     return figures
 
 
@@ -186,6 +188,13 @@ GOALS = [
         _m("produce_100B_acks1_conns200_over_base"),
         False,
         0.95,
+    ),
+    GoalSpec(
+        "broker RSS with 1,000 partitions and 200 connections, MB",
+        "samsa",
+        _m("rss_1000_partitions_200_conns_MB"),
+        True,
+        300.0,
     ),
     GoalSpec(
         "3 brokers RF=3: acks=all / acks=1, 1 KiB",
@@ -436,6 +445,57 @@ def peak_rss_mb(pid: int) -> float | None:
     return int(match.group(1)) / 1024 if match else None
 
 
+def rss_mb(pid: int) -> float | None:
+    """The process's resident set now (VmRSS), in MB."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) / 1024 if match else None
+
+
+def memory_with_many_partitions(bootstrap: str, pid: int, partitions: int = 1000, conns: int = 200) -> float:
+    """The issue's memory goal: a topic of ``partitions`` partitions and ``conns`` open connections
+    (each after an ApiVersions exchange), then the broker's RSS in MB."""
+    create = [
+        sys.executable,
+        "-m",
+        "broker.cli",
+        "topics",
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        "bench-memory",
+        "--partitions",
+        str(partitions),
+        "--replication-factor",
+        "1",
+    ]
+    done = subprocess.run(create, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise BenchError(f"could not create the memory topic: {done.stdout}{done.stderr}")
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    api_versions_v0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
+    opened = []
+    try:
+        for _ in range(conns):
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            opened.append(sock)
+            sock.sendall(api_versions_v0)
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            sock.recv(size, socket.MSG_WAITALL)
+        time.sleep(2)  # the broker's partitions settled, every connection idle
+        found = rss_mb(pid)
+        if found is None:
+            raise BenchError(f"broker process {pid} is gone")
+        return found
+    finally:
+        for sock in opened:
+            sock.close()
+
+
 def _wait_for_port(port: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -647,6 +707,8 @@ def bench_broker(
             entry["error"] = "run-bench wrote no results"
         rss = [peak_rss_mb(pid) for pid in pids]
         entry["peak_rss_mb"] = max((r for r in rss if r is not None), default=None)
+        if isinstance(broker, Samsa) and len(pids) == 1:
+            entry["rss_1000_partitions_200_conns_mb"] = memory_with_many_partitions(broker.bootstrap, pids[0])
     except (BenchError, OSError, subprocess.SubprocessError) as e:
         entry["error"] = str(e)
         print(f"# {label}: {e}", flush=True)

@@ -68,10 +68,19 @@ def test_parse_run_maps_names_to_values_and_unmeasured_to_none() -> None:
     assert compare.parse_run(json.loads(json.dumps(doc)))["c"] is None
 
 
-def test_broker_figures_adds_the_peak_rss() -> None:
+def test_broker_figures_adds_the_peak_rss_and_the_memory_probe() -> None:
     entry = {"run_bench": run_bench_doc({"a": 1.0}), "peak_rss_mb": 80.5}
-    assert compare.broker_figures(entry) == {"a": 1.0, "broker_peak_rss_MB": 80.5}
-    assert compare.broker_figures({"run_bench": None, "error": "no"}) == {"broker_peak_rss_MB": None}
+    assert compare.broker_figures(entry) == {
+        "a": 1.0,
+        "broker_peak_rss_MB": 80.5,
+        "rss_1000_partitions_200_conns_MB": None,
+    }
+    entry["rss_1000_partitions_200_conns_mb"] = 63.0
+    assert compare.broker_figures(entry)["rss_1000_partitions_200_conns_MB"] == 63.0
+    assert compare.broker_figures({"run_bench": None, "error": "no"}) == {
+        "broker_peak_rss_MB": None,
+        "rss_1000_partitions_200_conns_MB": None,
+    }
     assert compare.broker_figures(None) is None
 
 
