@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "broker.cli.replica_verification:main",
         "check that every replica holds the same data up to the high watermark",
     ),
+    "pipeline": ("pipeline.cli:main", "the Spark data pipeline: generate activity, run the page-stats job"),
 }
 
 
