@@ -169,9 +169,10 @@ def test_a_fetch_past_the_end_of_its_last_epoch_is_told_where_the_logs_diverge(f
     old_leader = fast_cluster.broker(first.leader_id)
     assert _produce(old_leader.bootstrap, "diverge", [b"a", b"b", b"c"]).error_code == 0
     old_leader.stop()
+    ask = next(b.bootstrap for b in fast_cluster.brokers if b.broker_id != first.leader_id)
     second = fast_cluster.wait_for(
         lambda _zk: (
-            (p := _partition(fast_cluster, "diverge")) and p.leader_id not in (-1, first.leader_id) and p
+            (p := _partition(fast_cluster, "diverge", ask)) and p.leader_id not in (-1, first.leader_id) and p
         ),
         "a new leader",
     )

@@ -363,6 +363,10 @@ class Scenario:
         """How many ops of this type and function the workers have written so far."""
         return self._progress.update().counts[(type, f)]
 
+    def count_errors(self, name: str) -> int:
+        """How many sends or polls have completed with this error (its name, e.g. NOT_ENOUGH_REPLICAS)."""
+        return self._progress.update().errors[name]
+
     def acked_since(self, t: float) -> int:
         """How many writes were acknowledged at or after ``t`` (a ``time.time()``)."""
         return sum(1 for acked in self._progress.update().ack_times if acked >= t)
@@ -494,6 +498,7 @@ class _Progress:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.errors: Counter[str] = Counter()  # completions by error name, e.g. "NOT_ENOUGH_REPLICAS"
         self.ack_times: list[float] = []
         self._read: dict[Path, int] = {}
 
@@ -507,6 +512,8 @@ class _Progress:
             for line in data[:complete].splitlines():
                 op = Op.from_json(line.decode())
                 self.counts[(op.type, op.f)] += 1
+                if op.error:
+                    self.errors[op.error.split()[0]] += 1
                 if (op.type, op.f) == (OK, SEND):
                     self.ack_times.append(op.t)
         return self
