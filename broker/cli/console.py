@@ -34,6 +34,7 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import KafkaError
 
 from broker.cli import setup_logging
+from broker.cli.usage import UsageError, UsageParser
 
 log = logging.getLogger("samsa.console")
 
@@ -73,17 +74,8 @@ CONSUMER_PROPERTIES = {
 }
 
 
-class UsageError(Exception):
-    """Printed with the usage on stderr; exit code 1, as Kafka's tools do."""
-
-
 class RecordParseError(Exception):
     """A line LineMessageReader cannot parse (Kafka's KafkaException)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
 
 
 def _key_values(items: list[str], option: str) -> dict[str, str]:
@@ -125,7 +117,7 @@ async def _run_until_signal(main: Callable[[asyncio.Event], Any]) -> int:
     return await main(stopping)
 
 
-def _run(parser: _Parser, argv: list[str], command: Callable[[argparse.Namespace], Any]) -> int:
+def _run(parser: UsageParser, argv: list[str], command: Callable[[argparse.Namespace], Any]) -> int:
     setup_logging(os.environ.get("SAMSA_LOG_LEVEL") or "WARNING")  # Kafka's tools log at WARN
     try:
         args = parser.parse_args(argv)
@@ -240,8 +232,10 @@ async def _stdin_lines(stream: BinaryIO, prompt: bool) -> AsyncIterator[str]:
         yield pending.removesuffix(b"\r").decode("utf-8", "surrogateescape")
 
 
-def _producer_parser() -> _Parser:
-    p = _Parser(prog="samsa console-producer", description="Read lines from stdin and send them to a topic.")
+def _producer_parser() -> UsageParser:
+    p = UsageParser(
+        prog="samsa console-producer", description="Read lines from stdin and send them to a topic."
+    )
     p.add_argument("--bootstrap-server", required=True, metavar="SERVER", help="REQUIRED: the server(s)")
     p.add_argument("--topic", required=True, help="REQUIRED: the topic to produce messages to")
     p.add_argument(
@@ -398,8 +392,8 @@ class RecordFormatter:
         return self.headers_separator.join(k.encode() + b":" + self._bytes(v) for k, v in record.headers)
 
 
-def _consumer_parser() -> _Parser:
-    p = _Parser(prog="samsa console-consumer", description="Print records of a topic to stdout.")
+def _consumer_parser() -> UsageParser:
+    p = UsageParser(prog="samsa console-consumer", description="Print records of a topic to stdout.")
     p.add_argument("--bootstrap-server", required=True, metavar="SERVER", help="REQUIRED: the server(s)")
     p.add_argument("--topic", help="the topic to consume")
     p.add_argument("--include", metavar="REGEX", help="a regular expression naming the topics to consume")

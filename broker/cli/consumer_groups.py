@@ -29,9 +29,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, NoReturn
+from typing import Any
 
 from broker.cli.admin_client import AdminClient, AdminError
+from broker.cli.usage import UsageError, UsageParser
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import (
@@ -67,17 +68,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TopicPartition = tuple[str, int]
 
 
-class UsageError(Exception):
-    """Kafka's CommandLineUtils.printUsageAndDie: the message, then the usage, on stderr; exit 1."""
-
-
 class CommandError(Exception):
     """A failure while executing: ``Error: Executing consumer group command failed due to <message>``."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def _option(name: str) -> str:
@@ -85,8 +77,8 @@ def _option(name: str) -> str:
     return f"[{name.replace('_', '-')}]"
 
 
-def _parser() -> _Parser:
-    p = _Parser(
+def _parser() -> UsageParser:
+    p = UsageParser(
         prog="samsa consumer-groups",
         description="List all consumer groups, describe a consumer group, delete consumer group info, "
         "or reset consumer group offsets.",

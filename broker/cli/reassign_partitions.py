@@ -25,10 +25,11 @@ import asyncio
 import json
 import sys
 from collections import Counter
-from typing import Any, NoReturn
+from typing import Any
 
 from broker import reassignment_json
 from broker.cli.admin_client import AdminClient, AdminError
+from broker.cli.usage import UsageError, UsageParser
 from broker.reassignment_json import ANY_LOG_DIR, ReassignmentJsonError
 from broker.replica_assignment import BrokerMetadata, assign_replicas
 from protocol.api import ApiKey
@@ -64,10 +65,6 @@ CANNOT_EXECUTE = (
 Assignment = dict[tuple[str, int], list[int]]
 
 
-class UsageError(Exception):
-    """Kafka's CommandLineUtils.printUsageAndExit: the message, then the usage, on stderr."""
-
-
 class CommandError(Exception):
     """The action failed: ``Error: <message>`` on stdout."""
 
@@ -76,13 +73,8 @@ class TerseError(Exception):
     """Kafka's TerseException: the message alone on stdout."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(
+def _parser() -> UsageParser:
+    p = UsageParser(
         prog="samsa reassign-partitions",
         description="This tool helps to move topic partitions between replicas.",
     )

@@ -16,10 +16,11 @@ import asyncio
 import re
 import sys
 import uuid
-from typing import Any, NoReturn
+from typing import Any
 
 from broker.cli.admin_client import AdminClient, AdminError
 from broker.cli.topic_filter import topic_filter
+from broker.cli.usage import UsageError, UsageParser
 from broker.zk.znodes import topic_id_string
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
@@ -39,10 +40,6 @@ REQUEST_TIMEOUT_MS = 30_000
 ACTIONS = ("create", "list", "alter", "describe", "delete")
 
 
-class UsageError(Exception):
-    """Kafka's CommandLineUtils.printUsageAndThrow: the message, then the usage, on stderr."""
-
-
 class CommandLineError(Exception):
     """Kafka's IllegalArgumentException from the tool: the message alone on stderr."""
 
@@ -51,13 +48,8 @@ class CommandError(Exception):
     """A request the cluster refused: ``Error while executing topic command : <message>``."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(prog="samsa topics", description="Create, delete, describe, or change a topic.")
+def _parser() -> UsageParser:
+    p = UsageParser(prog="samsa topics", description="Create, delete, describe, or change a topic.")
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: the Kafka server to connect to")
     for action, text in (
         ("create", "Create a new topic."),
