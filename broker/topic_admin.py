@@ -219,17 +219,11 @@ class TopicAdmin:
         )
         try:
             await self._check_new_name(name)
-            await self._write_topic(name, {}, assignment)
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
-        else:
-            log.info(
-                "auto-created topic %s with %d partitions and replication factor %d",
-                name,
-                len(assignment),
-                len(assignment[0]),
-            )
+            return
+        await self._write_unless_created_meanwhile(name, {}, assignment, "auto-created topic")
 
     async def create_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
@@ -245,19 +239,25 @@ class TopicAdmin:
                 f"'{replication_factor}' for the internal topic {name}. This error can be ignored if the "
                 "cluster is starting up and not all brokers are up yet.",
             )
+        assignment = assign_replicas(brokers, num_partitions, replication_factor)
+        await self._write_unless_created_meanwhile(name, configs, assignment, "created internal topic")
+
+    async def _write_unless_created_meanwhile(
+        self, name: str, configs: dict[str, str], assignment: dict[int, list[int]], what: str
+    ) -> None:
+        """Writes a topic the broker creates by itself; one another broker created first is fine."""
         try:
-            await self._write_topic(
-                name, configs, assign_replicas(brokers, num_partitions, replication_factor)
-            )
+            await self._write_topic(name, configs, assignment)
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
         else:
             log.info(
-                "created internal topic %s with %d partitions and replication factor %d",
+                "%s %s with %d partitions and replication factor %d",
+                what,
                 name,
-                num_partitions,
-                replication_factor,
+                len(assignment),
+                len(assignment[0]),
             )
 
     # -- DeleteTopics -----------------------------------------------------------------------------

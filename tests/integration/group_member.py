@@ -73,30 +73,42 @@ class Member:
             emit("first", partition=partition, offset=offset)
 
 
-def run_kafka_python(bootstrap: str, topic: str, group: str, instance: str | None, session_ms: int) -> None:
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-    from kafka.structs import OffsetAndMetadata
+def _settings(bootstrap: str, group: str, instance: str | None, session_ms: int) -> dict[str, Any]:
+    """The consumer settings kafka-python and aiokafka share (their names are the same)."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "group_instance_id": instance,
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": HEARTBEAT_MS,
+        "max_poll_interval_ms": MAX_POLL_INTERVAL_MS,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+    }
 
-    member = Member(topic)
 
-    class Listener(ConsumerRebalanceListener):
+def _listener(base: type, member: Member) -> Any:
+    """A rebalance listener of kafka-python's or aiokafka's kind (``base``) reporting to ``member``."""
+
+    class Listener(base):  # type: ignore[misc, valid-type]
         def on_partitions_revoked(self, revoked: Any) -> None:
             member.on_revoked([tp.partition for tp in revoked])
 
         def on_partitions_assigned(self, assigned: Any) -> None:
             member.on_assigned([tp.partition for tp in assigned])
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        group_instance_id=instance,
-        session_timeout_ms=session_ms,
-        heartbeat_interval_ms=HEARTBEAT_MS,
-        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    consumer.subscribe([topic], listener=Listener())
+    return Listener()
+
+
+def run_kafka_python(bootstrap: str, topic: str, group: str, instance: str | None, session_ms: int) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    member = Member(topic)
+    listener = _listener(ConsumerRebalanceListener, member)
+
+    consumer = KafkaConsumer(**_settings(bootstrap, group, instance, session_ms))
+    consumer.subscribe([topic], listener=listener)
     lines = commands()
     while True:
         for tp, records in consumer.poll(timeout_ms=int(POLL_SECONDS * 1000)).items():
@@ -169,26 +181,11 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, instance: str | N
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
     member = Member(topic)
+    listener = _listener(ConsumerRebalanceListener, member)
 
-    class Listener(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            member.on_revoked([tp.partition for tp in revoked])
-
-        def on_partitions_assigned(self, assigned: Any) -> None:
-            member.on_assigned([tp.partition for tp in assigned])
-
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        group_instance_id=instance,
-        session_timeout_ms=session_ms,
-        heartbeat_interval_ms=HEARTBEAT_MS,
-        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
+    consumer = AIOKafkaConsumer(**_settings(bootstrap, group, instance, session_ms))
     await consumer.start()
-    consumer.subscribe([topic], listener=Listener())
+    consumer.subscribe([topic], listener=listener)
     lines = commands()
     while True:
         batches = await consumer.getmany(timeout_ms=int(POLL_SECONDS * 1000))

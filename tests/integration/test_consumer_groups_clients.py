@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import importlib.util
 import itertools
-import json
 import os
 import re
 import shutil
@@ -37,7 +36,7 @@ import pytest
 
 from broker.zk.server import ZooKeeperServer
 from tests.clients import runners
-from tests.harness import Cluster
+from tests.harness import Cluster, JsonEvents
 
 pytestmark = pytest.mark.integration
 
@@ -102,24 +101,11 @@ class Member:
             env={**os.environ, **env},
             start_new_session=True,
         )
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            with self._lock:
-                self.events.append(event)
+        self._events = JsonEvents(self.process.stdout)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self.events if e["event"] == kind]
+        return self._events.of(kind)
 
     def assignment(self) -> tuple[int, frozenset[int]] | None:
         """(generation, partitions) of the last rebalance it took part in."""
@@ -138,7 +124,7 @@ class Member:
         self.process.stdin.write("close\n")
         self.process.stdin.flush()
         self.process.wait(timeout)
-        self._reader.join(5)
+        self._events.reader.join(5)
         assert self.of("closed"), f"{self.name} did not close cleanly:\n{self.stderr()}"
 
     def kill(self) -> None:
@@ -148,7 +134,7 @@ class Member:
 
     def stop(self) -> None:
         self.kill()
-        self._reader.join(5)
+        self._events.reader.join(5)
         self._stderr.close()
 
 

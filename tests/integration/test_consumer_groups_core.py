@@ -22,13 +22,11 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
-import json
 import os
 import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,7 +52,7 @@ from protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from tests.harness import Cluster, RawClient
+from tests.harness import Cluster, JsonEvents, RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -208,23 +206,11 @@ class GroupMember:
             text=True,
             start_new_session=True,
         )
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            with self._lock:
-                self.events.append(event)
+        self._events = JsonEvents(self.process.stdout)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self.events if e["event"] == kind]
+        return self._events.of(kind)
 
     @property
     def assignment(self) -> set[int] | None:
@@ -240,7 +226,8 @@ class GroupMember:
             if self.process.poll() is not None:
                 break
             time.sleep(0.05)
-        raise AssertionError(f"{self.client}: {what} did not happen; events {self.events}\n{self.stderr()}")
+        events = self._events.all()
+        raise AssertionError(f"{self.client}: {what} did not happen; events {events}\n{self.stderr()}")
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")[-4000:]

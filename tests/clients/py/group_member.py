@@ -87,23 +87,28 @@ def report_commit(commits: dict[int, int], errors: dict[int, str]) -> None:
             emit("committed", partition=partition, offset=offset)
 
 
+def _settings(client: str, bootstrap: str, timeout_ms: int, group: str, session_ms: int) -> dict[str, Any]:
+    """The consumer settings kafka-python and aiokafka share (their names are the same)."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "client_id": f"samsa-test-{client}-group",
+        "group_id": group,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": HEARTBEAT_MS,
+        "max_poll_interval_ms": MAX_POLL_INTERVAL_MS,
+        "fetch_max_wait_ms": MAX_WAIT_MS,
+        "request_timeout_ms": timeout_ms,
+    }
+
+
 def run_kafka_python(bootstrap: str, timeout_ms: int, topic: str, group: str, session_ms: int) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
     from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        client_id="samsa-test-kafka-python-group",
-        group_id=group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=session_ms,
-        heartbeat_interval_ms=HEARTBEAT_MS,
-        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        fetch_max_wait_ms=MAX_WAIT_MS,
-        request_timeout_ms=timeout_ms,
-    )
+    consumer = KafkaConsumer(**_settings("kafka-python", bootstrap, timeout_ms, group, session_ms))
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, partitions: Any) -> None:
@@ -140,18 +145,7 @@ async def run_aiokafka(bootstrap: str, timeout_ms: int, topic: str, group: str, 
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
     from aiokafka.errors import KafkaError
 
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        client_id="samsa-test-aiokafka-group",
-        group_id=group,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=session_ms,
-        heartbeat_interval_ms=HEARTBEAT_MS,
-        max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
-        fetch_max_wait_ms=MAX_WAIT_MS,
-        request_timeout_ms=timeout_ms,
-    )
+    consumer = AIOKafkaConsumer(**_settings("aiokafka", bootstrap, timeout_ms, group, session_ms))
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, partitions: Any) -> None:
