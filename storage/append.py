@@ -44,7 +44,7 @@ def validate_batches(
     fmt: RecordFormat, buf: memoryview, config: LogConfig, origin: AppendOrigin, partition: str, now_ms: int
 ) -> tuple[list[tuple[int, BatchHeader]], int]:
     """The (position, header) of each complete batch, and how many bytes they span. A trailing partial
-    batch is dropped with a warning, as Kafka trims invalid bytes."""
+    batch is dropped, as Kafka trims invalid bytes (logged as a warning only when a client sent it)."""
     batches: list[tuple[int, BatchHeader]] = []
     max_size = config.max_message_bytes
     client = origin is AppendOrigin.CLIENT
@@ -71,8 +71,13 @@ def validate_batches(
     except fmt.CorruptRecordError as e:
         raise CorruptRecordError(f"Invalid batch in the append to {partition}: {e}") from None
     if valid < len(buf):
-        log.warning(
-            "Appending only %d bytes out of %d to %s: trailing partial batch", valid, len(buf), partition
+        # A fetch cut at its byte limit routinely ends in part of a batch; from a client it is odd.
+        log.log(
+            logging.WARNING if client else logging.DEBUG,
+            "Appending only %d bytes out of %d to %s: trailing partial batch",
+            valid,
+            len(buf),
+            partition,
         )
     if valid > config.segment_bytes:
         raise RecordListTooLargeError(

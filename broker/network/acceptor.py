@@ -63,6 +63,17 @@ def _bind(endpoint: Endpoint, backlog: int) -> socket.socket:
     return sock
 
 
+def configure_accepted(sock: socket.socket, send_buffer: int, receive_buffer: int) -> None:
+    """Non-blocking, no Nagle; socket.send/receive.buffer.bytes when positive. At -1 (the default) the
+    sizes stay with the kernel, whose autotuning a fixed SO_SNDBUF/SO_RCVBUF would turn off."""
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if send_buffer > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    if receive_buffer > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+
+
 class Acceptor:
     """Accepts connections on one listener."""
 
@@ -123,17 +134,9 @@ class Acceptor:
             )
             sock.close()
             return
-        self._configure(sock)
+        configure_accepted(sock, self._send_buffer, self._receive_buffer)
         self._quotas.opened(ip)
         next(self._processors).accept(sock, self.endpoint.listener, ip)
-
-    def _configure(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._send_buffer > 0:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
-        if self._receive_buffer > 0:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
 
     async def close(self) -> None:
         if self._task is not None:

@@ -249,3 +249,14 @@ def test_flush_messages_policy_advances_recovery_point(make_log):
     assert log.recovery_point == 0
     log.append_as_leader(batch(1), leader_epoch=0)
     assert log.recovery_point == 2
+
+
+def test_a_trailing_partial_batch_is_logged_as_a_warning_only_from_a_client(make_log, caplog):
+    log = make_log()
+    caplog.set_level("DEBUG", logger="storage.append")
+    log.append_as_leader(batch(1) + batch(1)[:30], leader_epoch=0)
+    fetched = bytearray(batch(1))
+    fetched[0:8] = (1).to_bytes(8, "big")  # the leader's offset for the next record
+    log.append_as_follower(bytes(fetched) + bytes(batch(1)[:30]))  # a fetch cut at its byte limit
+    levels = [r.levelname for r in caplog.records if "trailing partial batch" in r.getMessage()]
+    assert levels == ["WARNING", "DEBUG"]
