@@ -42,6 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if __package__:  # imported as bench.compare (the tests)
+    from bench import e2e_latency
+else:  # run as bench/compare.py
+    import e2e_latency
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 README = ROOT / "bench" / "README.md"
@@ -53,6 +58,7 @@ SAMSA_STOP_TIMEOUT = 120.0  # `samsa up` allows 60 s per broker's controlled shu
 TANSU, SAMSA, SAMSA_RF3 = "tansu", "samsa", "samsa-rf3"
 
 Figures = dict[str, float | None]
+PROBE_FIGURES = ("p50", "p99", "p999", "ack_p99")  # of bench/e2e_latency.py, as e2e_probe_<name>
 
 
 # -- the pure part: figures, ratios, goals, tables -----------------------------------------------------
@@ -76,6 +82,9 @@ def broker_figures(entry: Mapping[str, Any] | None) -> Figures | None:
     figures = parse_run(entry.get("run_bench"))
     figures["broker_peak_rss_MB"] = entry.get("peak_rss_mb")
     figures["rss_1000_partitions_200_conns_MB"] = entry.get("rss_1000_partitions_200_conns_mb")
+    probe = entry.get("e2e_probe") or {}
+    for name in PROBE_FIGURES:
+        figures[f"e2e_probe_{name}"] = probe.get(name)
     return figures
 
 
@@ -123,9 +132,11 @@ ONE_BROKER = [
     _cpu("consume 1 KiB (incl. group join)", "consume_1KB"),
     Metric("broker cores, produce 100 B acks=1", "cores", "produce_100B_acks1_broker_cpu"),
     Metric("broker cores, produce 1 KiB acks=1", "cores", "produce_1KB_acks1_broker_cpu"),
-    Metric("e2e latency p50, 5,000 msg/s of 1 KiB", "ms", "e2e_latency_p50"),
-    Metric("e2e latency p99", "ms", "e2e_latency_p99"),
-    Metric("e2e latency p99.9", "ms", "e2e_latency_p999"),
+    Metric("e2e latency p50, 5,000 msg/s of 1 KiB", "ms", "e2e_probe_p50"),
+    Metric("e2e latency p99", "ms", "e2e_probe_p99"),
+    Metric("e2e latency p99.9", "ms", "e2e_probe_p999"),
+    Metric("e2e latency p50, run-bench (consumer batches ≤ 200 ms)", "ms", "e2e_latency_p50"),
+    Metric("e2e latency p99, run-bench", "ms", "e2e_latency_p99"),
     Metric("produce-ack latency p50", "ms", "produce_ack_latency_p50"),
     Metric("produce-ack latency p99", "ms", "produce_ack_latency_p99"),
     Metric("200 idle conns: setup", "ms", "conns_setup_time"),
@@ -180,8 +191,8 @@ GOALS = [
         for m in ONE_BROKER
         if m.per_million and m.name.startswith("produce_")
     ),
-    GoalSpec("e2e latency p50 at 5,000 msg/s of 1 KiB, ms", "samsa", _m("e2e_latency_p50"), True, 5.0),
-    GoalSpec("e2e latency p99 at 5,000 msg/s of 1 KiB, ms", "samsa", _m("e2e_latency_p99"), True, 25.0),
+    GoalSpec("e2e latency p50 at 5,000 msg/s of 1 KiB, ms", "samsa", _m("e2e_probe_p50"), True, 5.0),
+    GoalSpec("e2e latency p99 at 5,000 msg/s of 1 KiB, ms", "samsa", _m("e2e_probe_p99"), True, 25.0),
     GoalSpec(
         "200 idle conns: produce 100 B with / without",
         "samsa",
@@ -352,10 +363,12 @@ def render(report: Mapping[str, Any]) -> str:
             ["figure", "unit", "acks=1", "acks=all", "acks=all / acks=1"], cluster_rows(cluster), 2
         )
     out += ["", "Goals of the performance issue:", ""]
-    if "e2e_latency_p50" in (samsa or {}):
+    if (samsa or {}).get("e2e_latency_p50") is not None:
         out += [
-            "run-bench's e2e consumer waits for 1,000 messages or 200 ms per `consume()` call, which alone",
-            "spreads latency over 0 to 200 ms at 5,000 msg/s, whatever the broker does (bench/README.md).",
+            "The e2e latency goals are judged on bench/e2e_latency.py: run-bench's method, except that its",
+            "consumer takes each message when it arrives. run-bench's own consumer waits for 1,000 messages",
+            "or 200 ms per `consume()` call, which alone spreads latency over 0 to 200 ms at 5,000 msg/s,",
+            'whatever the broker does; its figures are in the table as "run-bench".',
             "",
         ]
     out += markdown_table(
@@ -692,9 +705,15 @@ def run_bench(
 
 
 def bench_broker(
-    broker: Tansu | Samsa, label: str, shared: Path, workdir: Path, options: list[str]
+    broker: Tansu | Samsa,
+    label: str,
+    shared: Path,
+    workdir: Path,
+    options: list[str],
+    probe_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """Starts ``broker``, runs run-bench against it, stops it; its entry of the compare report."""
+    """Starts ``broker``, runs run-bench against it (and, given ``probe_seconds``, the e2e latency probe
+    for that long), stops it; its entry of the compare report."""
     entry: dict[str, Any] = {"label": label, "run_bench": None, "error": None}
     try:
         broker.start()
@@ -705,6 +724,13 @@ def bench_broker(
         )
         if entry["run_bench"] is None:
             entry["error"] = "run-bench wrote no results"
+        if probe_seconds:
+            print(f"# [{label}] e2e latency probe, {probe_seconds:.0f} s (bench/e2e_latency.py)", flush=True)
+            try:
+                entry["e2e_probe"] = e2e_latency.measure(broker.bootstrap, seconds=probe_seconds)
+                print(f"# [{label}] e2e latency probe: {json.dumps(entry['e2e_probe'])}", flush=True)
+            except Exception as e:  # a failed probe is a missing figure, not a failed run
+                print(f"# [{label}] e2e latency probe failed: {e!r}", flush=True)
         rss = [peak_rss_mb(pid) for pid in pids]
         entry["peak_rss_mb"] = max((r for r in rss if r is not None), default=None)
         if isinstance(broker, Samsa) and len(pids) == 1:
@@ -776,12 +802,15 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {},
     }
     workdir = Path(tempfile.mkdtemp(prefix="samsa-compare-"))
+    probe = (5.0 if args.quick else 15.0) if "latency" in args.workloads.split(",") else None
     interrupted = False
     try:
         report["runs"][TANSU] = bench_broker(
-            Tansu(args.shared, workdir), TANSU, args.shared, workdir, options
+            Tansu(args.shared, workdir), TANSU, args.shared, workdir, options, probe
         )
-        report["runs"][SAMSA] = bench_broker(Samsa(workdir, SAMSA, 1), SAMSA, args.shared, workdir, options)
+        report["runs"][SAMSA] = bench_broker(
+            Samsa(workdir, SAMSA, 1), SAMSA, args.shared, workdir, options, probe
+        )
         if args.cluster:
             if "produce" in args.workloads.split(","):
                 cluster_options = [*options, "--workloads", "produce", "--replication-factor", "3"]

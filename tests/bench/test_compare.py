@@ -49,8 +49,10 @@ SAMSA = {
     "produce_1KB_acks1_per_broker_core": 300_000.0,
     "produce_1KB_acksall_per_broker_core": None,
     "consume_100B_rate": None,  # a workload that failed
-    "e2e_latency_p50": 1.2,
-    "e2e_latency_p99": 30.0,
+    "e2e_latency_p50": 101.0,  # run-bench's batching consumer: not what the goals judge
+    "e2e_latency_p99": 199.0,
+    "e2e_probe_p50": 1.2,
+    "e2e_probe_p99": 30.0,
     "produce_100B_acks1_conns200_over_base": 0.96,
 }
 CLUSTER = {"produce_1KB_acksall_over_acks1": 0.41, "produce_100B_acksall_over_acks1": 0.91}
@@ -68,18 +70,31 @@ def test_parse_run_maps_names_to_values_and_unmeasured_to_none() -> None:
     assert compare.parse_run(json.loads(json.dumps(doc)))["c"] is None
 
 
-def test_broker_figures_adds_the_peak_rss_and_the_memory_probe() -> None:
-    entry = {"run_bench": run_bench_doc({"a": 1.0}), "peak_rss_mb": 80.5}
+NO_PROBE = {"e2e_probe_p50": None, "e2e_probe_p99": None, "e2e_probe_p999": None, "e2e_probe_ack_p99": None}
+
+
+def test_broker_figures_adds_the_peak_rss_the_memory_probe_and_the_latency_probe() -> None:
+    entry: dict[str, Any] = {"run_bench": run_bench_doc({"a": 1.0}), "peak_rss_mb": 80.5}
     assert compare.broker_figures(entry) == {
         "a": 1.0,
         "broker_peak_rss_MB": 80.5,
         "rss_1000_partitions_200_conns_MB": None,
+        **NO_PROBE,
     }
     entry["rss_1000_partitions_200_conns_mb"] = 63.0
-    assert compare.broker_figures(entry)["rss_1000_partitions_200_conns_MB"] == 63.0
+    entry["e2e_probe"] = {"p50": 0.9, "p99": 2.8, "p999": 5.5, "ack_p99": 3.0, "received": 75000}
+    figures = compare.broker_figures(entry)
+    assert figures["rss_1000_partitions_200_conns_MB"] == 63.0
+    assert (figures["e2e_probe_p50"], figures["e2e_probe_p99"], figures["e2e_probe_ack_p99"]) == (
+        0.9,
+        2.8,
+        3.0,
+    )
+    assert "e2e_probe_received" not in figures
     assert compare.broker_figures({"run_bench": None, "error": "no"}) == {
         "broker_peak_rss_MB": None,
         "rss_1000_partitions_200_conns_MB": None,
+        **NO_PROBE,
     }
     assert compare.broker_figures(None) is None
 
