@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from broker.controller_channel import ControllerChannel
 from broker.partition import Partition
+from broker.tasks import cancel_and_wait
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionRequest, Message
@@ -131,9 +132,4 @@ class AlterPartitionManager:
                 partition.pending_isr = None
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait([self._task])

@@ -18,6 +18,7 @@ from typing import Any
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
 from broker.dynamic_config import DynamicBrokerConfig
+from broker.tasks import cancel_and_wait
 from broker.zk import znodes
 from storage.config import LogConfig
 from storage.errors import InvalidConfigError
@@ -59,9 +60,7 @@ class ConfigChangeListener:
         zk.watch_children(znodes.CONFIG_CHANGES, self._on_changes)
 
     async def shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
 
     # -- applying -------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from broker.handler_pool import Parked
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
 from broker.replica_manager import ReplicaManager
+from broker.tasks import cancel_and_wait
 from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberIdentity, MemberJoin
 from coordinator.group_metadata import GroupSummary, JoinGroupResult, OffsetAndMetadata, SyncGroupResult
 from coordinator.group_metadata_manager import (
@@ -197,9 +198,7 @@ class GroupApis:
         self.coordinator.startup()
 
     async def shutdown(self) -> None:
-        if self._creating is not None:
-            self._creating.cancel()
-            await asyncio.gather(self._creating, return_exceptions=True)
+        await cancel_and_wait([self._creating])
         await self.coordinator.shutdown()
 
     def on_role_change(self, topic: str, partition: int, leader: bool, leader_epoch: int) -> None:

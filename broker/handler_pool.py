@@ -14,6 +14,7 @@ from functools import partial
 from typing import Protocol
 
 from broker.network.request_channel import Request, RequestChannel
+from broker.tasks import cancel_and_wait
 from protocol.messages import Message
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,7 @@ class KafkaRequestHandlerPool:
             connection.handled(request)
 
     async def shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from broker.network.client import NetworkClient
 from broker.partition import Partition, storage_error
+from broker.tasks import cancel_and_wait
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import FetchRequest, ListOffsetsRequest, Message, OffsetForLeaderEpochRequest
@@ -314,12 +315,7 @@ class ReplicaFetcher:
         return p.offset
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait([self._task])
         await self._client.close()
 
 

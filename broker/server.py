@@ -25,6 +25,7 @@ from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from broker.network.socket_server import SocketServer, run_until_signalled
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.tasks import cancel_and_wait
 from broker.zk import znodes
 from broker.zk.client import ZkClient
 from broker.zk.kafka_zk_client import KafkaZkClient
@@ -297,9 +298,7 @@ class KafkaServer:
             await self._controlled_shutdown()
         except Exception:
             log.exception("%s controlled shutdown failed", self.prefix)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         if self.socket_server is not None:
             await self.socket_server.shutdown()
         if self.replica_manager is not None and self.replica_manager.fetchers is not None:

@@ -64,6 +64,16 @@ def broker(tmp_path: Path, zookeeper: str) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
+def one_broker(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
+    """A controller and one broker (topics can be created), as `make bench` measures."""
+    running = Cluster(tmp_path / "cluster", zookeeper, brokers=1).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
 def cluster(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
     """A real cluster: one controller and three brokers on a ZooKeeper chroot of this test's own."""
     running = Cluster(tmp_path / "cluster", zookeeper).start()

@@ -211,6 +211,42 @@ class RawClient:
         self.sock.close()
 
 
+def fetch_request(
+    topic: str,
+    partition: int = 0,
+    offset: int = 0,
+    *,
+    max_bytes: int = 1 << 20,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    replica_id: int = -1,
+    **partition_fields: Any,
+) -> Any:
+    """A Fetch of one partition, as a consumer sends it (``max_bytes`` for the response and the
+    partition alike); ``partition_fields`` sets the rest of the partition's fields."""
+    from protocol.messages import FetchRequest
+
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchPartition(
+                        partition=partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=max_bytes,
+                        **partition_fields,
+                    )
+                ],
+            )
+        ],
+    )
+
+
 class ControllerProcess(ServerProcess):
     """A ``samsa controller`` (it logs nothing when it merely stands by, so readiness is its port)."""
 

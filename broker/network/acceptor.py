@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from broker.config import Endpoint
 from broker.network.processor import Processor
+from broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +140,5 @@ class Acceptor:
         next(self._processors).accept(sock, self.endpoint.listener, ip)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait([self._task])
         self._sock.close()

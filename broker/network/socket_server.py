@@ -18,6 +18,7 @@ from broker.handler_pool import KafkaRequestHandlerPool, RequestHandler
 from broker.network.acceptor import Acceptor, ConnectionQuotas
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
+from broker.tasks import cancel_and_wait
 from protocol.api import Api
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,7 @@ class SocketServer:
     async def shutdown(self) -> None:
         for acceptor in self.acceptors:
             await acceptor.close()
-        if self._idle_task is not None:
-            self._idle_task.cancel()
+        await cancel_and_wait([self._idle_task])
         for processor in self.processors:
             processor.close_all()
         await self._handler_pool.shutdown()

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from bench import e2e_latency
@@ -21,16 +18,6 @@ def test_nearest_rank_percentiles() -> None:
     assert e2e_latency.percentile([], 50) is None
     assert e2e_latency.summary([3.0, 1.0, 2.0])["max"] == 3.0
     assert e2e_latency.summary([]) == {"p50": None, "p90": None, "p99": None, "p999": None, "max": None}
-
-
-@pytest.fixture
-def one_broker(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
-    """A controller and one broker, as `make bench` measures (the probe creates its topic)."""
-    running = Cluster(tmp_path / "cluster", zookeeper, brokers=1).start()
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def test_a_run_against_a_broker_receives_every_message(one_broker: Cluster) -> None:

@@ -10,15 +10,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from protocol import record_batch
 from protocol.api import ApiKey
-from protocol.messages import FetchRequest, ProduceRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import ProduceRequest
+from tests.harness import Cluster, RawClient, fetch_request
 
 pytestmark = pytest.mark.integration
 
@@ -26,15 +25,6 @@ BATCHES = 40
 VALUE = b"x" * 100_000  # one 100 kB record per batch: 4 MB in all
 WRITES = ("write", "writev", "sendto", "sendmsg")
 SYSCALL = re.compile(r"^(?:\d+\s+)?(\w+)\(.*\)\s+=\s+(-?\d+)")
-
-
-@pytest.fixture
-def one_broker(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path / "c", zookeeper, brokers=1).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def _produce(bootstrap: str, topic: str) -> None:
@@ -60,20 +50,7 @@ def _produce(bootstrap: str, topic: str) -> None:
 
 
 def _fetch_everything(bootstrap: str, topic: str) -> int:
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=16 << 20,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=16 << 20)
-                ],
-            )
-        ],
-    )
+    request = fetch_request(topic, max_bytes=16 << 20)
     client = RawClient(bootstrap, timeout=10)
     try:
         return len(client.request(ApiKey.FETCH, 12, request).responses[0].partitions[0].records)

@@ -101,6 +101,21 @@ async def _bounce_preferred_leader(zk: ZkClient, one: FakeBroker, two: FakeBroke
     await eventually(lambda: one.leader_and_isr_states().get(("t", 0)) is not None)
 
 
+async def _with_preferred_leader_away(
+    zk: ZkClient,
+    controllers: Callable[..., ControllerProcess],
+    brokers: Callable[..., FakeBroker],
+    overrides: dict[str, str],
+) -> tuple[ControllerProcess, FakeBroker, FakeBroker]:
+    """Brokers 1-3 and an active controller with ``overrides``; then broker 1, preferred leader of t-0,
+    bounces, so that broker 2 leads it. Returns the controller and brokers 1 and 2."""
+    one, two, _ = await brokers(1), await brokers(2), await brokers(3)
+    controller = controllers(overrides=overrides)
+    await _active(zk, controller)
+    await _bounce_preferred_leader(zk, one, two)
+    return controller, one, two
+
+
 async def _leader_is(zk: ZkClient, topic: str, partition: int, leader: int) -> bool:
     state = await partition_state(zk, topic, partition)
     return state is not None and state.leader == leader
@@ -109,10 +124,9 @@ async def _leader_is(zk: ZkClient, topic: str, partition: int, leader: int) -> b
 async def test_elect_leaders_restores_the_preferred_leader_once_it_is_back_in_sync(
     zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
 ) -> None:
-    one, two, _ = await brokers(1), await brokers(2), await brokers(3)
-    controller = controllers(overrides={"auto.leader.rebalance.enable": "false"})
-    await _active(zk, controller)
-    await _bounce_preferred_leader(zk, one, two)
+    controller, one, two = await _with_preferred_leader_away(
+        zk, controllers, brokers, {"auto.leader.rebalance.enable": "false"}
+    )
     error, results = await _elect(controller, PREFERRED, {"t": [0, 1, 7], "nope": [0]})
     assert error == ErrorCode.NONE
     assert results == {
@@ -134,10 +148,9 @@ async def test_elect_leaders_restores_the_preferred_leader_once_it_is_back_in_sy
 async def test_the_preferred_replica_election_znode_is_carried_out_and_deleted(
     zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
 ) -> None:
-    one, two, _ = await brokers(1), await brokers(2), await brokers(3)
-    controller = controllers(overrides={"auto.leader.rebalance.enable": "false"})
-    await _active(zk, controller)
-    await _bounce_preferred_leader(zk, one, two)
+    controller, _, two = await _with_preferred_leader_away(
+        zk, controllers, brokers, {"auto.leader.rebalance.enable": "false"}
+    )
     await _grow_isr(zk, controller, two, "t", 0, [2, 3, 1])
     await zk.create(znodes.PREFERRED_REPLICA_ELECTION, znodes.encode_partitions([("t", 0), ("t", 1)]))
     await eventually(lambda: _leader_is(zk, "t", 0, 1))
@@ -152,10 +165,9 @@ async def _absent(zk: ZkClient, path: str) -> bool:
 async def test_the_auto_rebalance_check_restores_preferred_leaders_by_itself(
     zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
 ) -> None:
-    one, two, _ = await brokers(1), await brokers(2), await brokers(3)
-    controller = controllers(overrides={"leader.imbalance.check.interval.seconds": "1"})
-    await _active(zk, controller)
-    await _bounce_preferred_leader(zk, one, two)
+    controller, _, two = await _with_preferred_leader_away(
+        zk, controllers, brokers, {"leader.imbalance.check.interval.seconds": "1"}
+    )
     await _grow_isr(zk, controller, two, "t", 0, [2, 3, 1])
     # Broker 1 is the preferred replica of one partition and leads none: 100% > 10%.
     await eventually(lambda: _leader_is(zk, "t", 0, 1), timeout=5)

@@ -40,7 +40,7 @@ def commands() -> queue.Queue[str]:
     def read() -> None:
         for line in sys.stdin:
             lines.put(line.strip())
-        lines.put("close")  # the test went away
+        lines.put(CLOSE)  # the test went away
 
     threading.Thread(target=read, daemon=True).start()
     return lines
@@ -48,6 +48,18 @@ def commands() -> queue.Queue[str]:
 
 def parse_offsets(text: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in (item.split(":") for item in text.split(","))}
+
+
+CLOSE = "close"
+
+
+def pending_command(lines: queue.Queue[str]) -> str | dict[int, int] | None:
+    """The test's next command if one came: CLOSE, or the offsets (partition -> offset) to commit."""
+    try:
+        line = lines.get_nowait()
+    except queue.Empty:
+        return None
+    return CLOSE if line == CLOSE else parse_offsets(line.split()[1])
 
 
 class Member:
@@ -113,19 +125,15 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, instance: str | Non
     while True:
         for tp, records in consumer.poll(timeout_ms=int(POLL_SECONDS * 1000)).items():
             member.on_record(tp.partition, records[0].offset)
-        try:
-            line = lines.get_nowait()
-        except queue.Empty:
+        command = pending_command(lines)
+        if command is None:
             continue
-        if line == "close":
+        if command == CLOSE:
             consumer.close()
             return
         try:
             consumer.commit(
-                {
-                    TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
-                    for p, o in parse_offsets(line.split()[1]).items()
-                }
+                {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in command.items()}
             )
             emit("committed", error=None)
         except Exception as e:
@@ -162,15 +170,14 @@ def run_confluent_kafka(
         message = consumer.poll(POLL_SECONDS)
         if message is not None and message.error() is None:
             member.on_record(message.partition(), message.offset())
-        try:
-            line = lines.get_nowait()
-        except queue.Empty:
+        command = pending_command(lines)
+        if command is None:
             continue
-        if line == "close":
+        if command == CLOSE:
             consumer.close()
             return
         try:
-            offsets = [TopicPartition(topic, p, o) for p, o in parse_offsets(line.split()[1]).items()]
+            offsets = [TopicPartition(topic, p, o) for p, o in command.items()]
             failed = [tp for tp in consumer.commit(offsets=offsets, asynchronous=False) if tp.error]
             emit("committed", error=str(failed[0].error) if failed else None)
         except KafkaException as e:
@@ -191,17 +198,14 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, instance: str | N
         batches = await consumer.getmany(timeout_ms=int(POLL_SECONDS * 1000))
         for tp, records in batches.items():
             member.on_record(tp.partition, records[0].offset)
-        try:
-            line = lines.get_nowait()
-        except queue.Empty:
+        command = pending_command(lines)
+        if command is None:
             continue
-        if line == "close":
+        if command == CLOSE:
             await consumer.stop()
             return
         try:
-            await consumer.commit(
-                {TopicPartition(topic, p): o for p, o in parse_offsets(line.split()[1]).items()}
-            )
+            await consumer.commit({TopicPartition(topic, p): o for p, o in command.items()})
             emit("committed", error=None)
         except Exception as e:
             emit("committed", error=f"{type(e).__name__}: {e}")

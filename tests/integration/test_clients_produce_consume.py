@@ -17,9 +17,9 @@ import pytest
 from broker.zk.server import ZooKeeperServer
 from protocol import compression, record_batch
 from protocol.api import ApiKey
-from protocol.messages import ApiVersionsRequest, FetchRequest, MetadataRequest
+from protocol.messages import ApiVersionsRequest, MetadataRequest
 from tests.clients import runners
-from tests.harness import Cluster, RawClient
+from tests.harness import Cluster, RawClient, fetch_request
 
 pytestmark = pytest.mark.integration
 
@@ -70,22 +70,7 @@ class ProduceConsumeCluster:
         (found,) = client.request(ApiKey.METADATA, 9, request).topics
         client.close()
         leader = next(p.leader_id for p in found.partitions if p.partition_index == partition)
-        fetch = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=FETCH_BYTES,
-            topics=[
-                FetchRequest.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        FetchRequest.FetchPartition(
-                            partition=partition, fetch_offset=0, partition_max_bytes=FETCH_BYTES
-                        )
-                    ],
-                )
-            ],
-        )
+        fetch = fetch_request(topic, partition, max_bytes=FETCH_BYTES)
         client = RawClient(self.cluster.broker(leader).bootstrap)
         (response,) = client.request(ApiKey.FETCH, 11, fetch).responses
         client.close()

@@ -12,8 +12,8 @@ import pytest
 
 from protocol import record_batch
 from protocol.api import ApiKey
-from protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import MetadataRequest, ProduceRequest
+from tests.harness import Cluster, RawClient, fetch_request
 
 pytestmark = pytest.mark.integration
 
@@ -56,20 +56,7 @@ def _leader_bootstrap(cluster: Cluster, topic: str, partition: int) -> str:
 def test_a_consumer_waiting_in_fetch_gets_a_new_record_within_50_ms(cluster: Cluster) -> None:
     cluster.create_topic("long-poll", 1)
     leader = _leader_bootstrap(cluster, "long-poll", 0)
-    fetch = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=10_000,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic="long-poll",
-                partitions=[
-                    FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                ],
-            )
-        ],
-    )
+    fetch = fetch_request("long-poll", max_wait_ms=10_000, min_bytes=1)
     consumer = RawClient(leader, timeout=15)
     answered: list[float] = []
     responses: list[object] = []

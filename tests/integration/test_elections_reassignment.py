@@ -29,8 +29,8 @@ from broker.zk import znodes
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import FetchRequest, MetadataRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import MetadataRequest
+from tests.harness import Cluster, RawClient, fetch_request
 from tests.integration.test_tools import eventually, samsa
 
 pytestmark = pytest.mark.integration
@@ -489,15 +489,7 @@ def _followers_serve_debug_fetches(cluster: Cluster, topic: str) -> bool:
     """Whether a follower answers a Fetch with replica id -2 (Kafka's debugging consumer)."""
     partition = _partitions(cluster, topic)[0]
     follower = next(r for r in partition.replica_nodes if r != partition.leader_id)
-    request = FetchRequest(
-        replica_id=-2,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1024,
-        session_epoch=-1,
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(partition=0)])],
-        forgotten_topics_data=[],
-    )
+    request = fetch_request(topic, max_bytes=1024, replica_id=-2)
     client = RawClient(cluster.broker(follower).bootstrap)
     answer = client.request(ApiKey.FETCH, 12, request)
     client.close()

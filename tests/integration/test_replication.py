@@ -13,8 +13,8 @@ import pytest
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import MetadataRequest, ProduceRequest
+from tests.harness import Cluster, RawClient, fetch_request
 
 pytestmark = pytest.mark.integration
 
@@ -62,25 +62,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], acks: int = -1) ->
 
 
 def _fetch(bootstrap: str, topic: str, offset: int = 0, last_fetched_epoch: int = -1) -> object:
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchPartition(
-                        partition=0,
-                        fetch_offset=offset,
-                        partition_max_bytes=1 << 20,
-                        last_fetched_epoch=last_fetched_epoch,
-                    )
-                ],
-            )
-        ],
-    )
+    request = fetch_request(topic, 0, offset, last_fetched_epoch=last_fetched_epoch)
     client = RawClient(bootstrap)
     response = client.request(ApiKey.FETCH, 12, request).responses[0].partitions[0]
     client.close()
