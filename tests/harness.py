@@ -17,11 +17,22 @@ from typing import IO, Any, Self
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1 (the kernel picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port that was free a moment ago on 127.0.0.1 (the kernel picks it) and that this test run
+    has not handed out before: a cluster takes its ports before any of its processes binds, and the
+    kernel may offer a just-closed port again (a controller once got its broker's port)."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
