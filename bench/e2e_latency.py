@@ -91,7 +91,7 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int) -> None:
     from confluent_kafka.admin import NewTopic
 
     admin = _admin(bootstrap)  # held until the result is in: a collected client fails its futures
@@ -101,7 +101,7 @@ def _create_topic(bootstrap: str, topic: str, partitions: int, replication_facto
     futures[topic].result(60)
 
 
-def _delete_topic(bootstrap: str, topic: str) -> None:
+def delete_topic(bootstrap: str, topic: str) -> None:
     admin = _admin(bootstrap)
     try:
         admin.delete_topics([topic], operation_timeout=30, request_timeout=30)[topic].result(60)
@@ -125,7 +125,7 @@ def measure(
     from confluent_kafka import Producer
 
     topic = f"e2e-latency-{uuid.uuid4().hex[:10]}"
-    _create_topic(bootstrap, topic, partitions, replication_factor)
+    create_topic(bootstrap, topic, partitions, replication_factor)
     total = int(rate * seconds)
     skip = int(rate * min(1.0, seconds / 5))
     consumer = subprocess.Popen(
@@ -173,7 +173,7 @@ def measure(
         if consumer.poll() is None:
             consumer.kill()
             consumer.wait()
-        _delete_topic(bootstrap, topic)
+        delete_topic(bootstrap, topic)
     line = next((x for x in (out or "").splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         raise RuntimeError("the latency consumer gave no result")

@@ -65,8 +65,15 @@ def broker(tmp_path: Path, zookeeper: str) -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def one_broker(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
-    """A controller and one broker (topics can be created), as `make bench` measures."""
-    running = Cluster(tmp_path / "cluster", zookeeper, brokers=1).start()
+    """A controller and one broker (topics can be created, consumer groups work), configured as
+    `samsa up --brokers 1` configures the one `make bench` measures."""
+    internal_topics = {
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    running = Cluster(tmp_path / "cluster", zookeeper, brokers=1, broker_overrides=internal_topics).start()
     try:
         yield running
     finally:

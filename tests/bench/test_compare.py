@@ -70,7 +70,15 @@ def test_parse_run_maps_names_to_values_and_unmeasured_to_none() -> None:
     assert compare.parse_run(json.loads(json.dumps(doc)))["c"] is None
 
 
-NO_PROBE = {"e2e_probe_p50": None, "e2e_probe_p99": None, "e2e_probe_p999": None, "e2e_probe_ack_p99": None}
+NO_PROBE = {
+    "e2e_probe_p50": None,
+    "e2e_probe_p99": None,
+    "e2e_probe_p999": None,
+    "e2e_probe_ack_p99": None,
+    "consume_100B_probe_rate": None,
+    "consume_100B_probe_idle_share": None,
+    "consume_100B_probe_short_backoff_rate": None,
+}
 
 
 def test_broker_figures_adds_the_peak_rss_the_memory_probe_and_the_latency_probe() -> None:
@@ -91,6 +99,11 @@ def test_broker_figures_adds_the_peak_rss_the_memory_probe_and_the_latency_probe
         3.0,
     )
     assert "e2e_probe_received" not in figures
+    entry["consume_backoff"] = {"rate": 1.0e6, "idle_share": 0.47, "short_backoff_rate": 2.3e6, "runs": {}}
+    figures = compare.broker_figures(entry)
+    assert figures["consume_100B_probe_idle_share"] == 0.47
+    assert figures["consume_100B_probe_short_backoff_rate"] == 2.3e6
+    assert "consume_100B_probe_runs" not in figures
     assert compare.broker_figures({"run_bench": None, "error": "no"}) == {
         "broker_peak_rss_MB": None,
         "rss_1000_partitions_200_conns_MB": None,
@@ -204,6 +217,28 @@ def test_render_warns_when_the_load_generators_differ() -> None:
     assert "different load generators" in text
     assert "indicative" not in text
     assert "Three Samsa brokers" not in text
+
+
+def test_render_explains_the_consume_probe_when_it_ran() -> None:
+    backoff = {"rate": 1.0e6, "idle_share": 0.47, "short_backoff_rate": 2.38e6}
+    report: dict[str, Any] = {
+        "options": {"reps": 3},
+        "runs": {
+            "tansu": {
+                "run_bench": run_bench_doc(TANSU),
+                "consume_backoff": {**backoff, "short_backoff_rate": 1.85e6},
+            },
+            "samsa": {"run_bench": run_bench_doc(SAMSA), "consume_backoff": backoff},
+        },
+    }
+    lines = compare.render(report).splitlines()
+    row = next(
+        line for line in lines if line.startswith("| consume 100 B, probe, fetch.queue.backoff.ms=10 ")
+    )
+    assert [c.strip() for c in row.strip("|").split("|")][2:] == ["1.85 M", "2.38 M", "1.29"]
+    assert any("fetch.queue.backoff.ms (1 s)" in line for line in lines)
+    del report["runs"]["samsa"]["consume_backoff"]
+    assert "fetch.queue.backoff.ms (1 s)" not in compare.render(report)
 
 
 def test_replace_readme_block() -> None:
