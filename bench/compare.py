@@ -175,6 +175,7 @@ class GoalSpec:
     metric: Metric
     at_most: bool
     target: float
+    analysis: str | None = None  # the bench/README.md section on what bounds it, when it is not met
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,14 @@ GOALS = [
     GoalSpec("produce 1 KiB acks=1, Samsa/Tansu", "ratio", _m("produce_1KB_acks1_rate"), False, 1.0),
     GoalSpec("produce 100 B acks=1, Samsa/Tansu", "ratio", _m("produce_100B_acks1_rate"), False, 0.8),
     GoalSpec("consume 1 KiB, Samsa/Tansu", "ratio", _m("consume_1KB_rate"), False, 1.0),
-    GoalSpec("consume 100 B, Samsa/Tansu", "ratio", _m("consume_100B_rate"), False, 1.0),
+    GoalSpec(
+        "consume 100 B, Samsa/Tansu",
+        "ratio",
+        _m("consume_100B_rate"),
+        False,
+        1.0,
+        "Consume 100 B: what run-bench's figure measures",
+    ),
     *(
         GoalSpec(
             f"broker CPU-s per million msgs, {m.label[len('broker CPU, ') :]}, Samsa/Tansu",
@@ -212,6 +220,7 @@ GOALS = [
         _m("produce_100B_acks1_conns200_over_base"),
         False,
         0.95,
+        "200 idle connections: what run-bench's figure measures",
     ),
     GoalSpec(
         "broker RSS with 1,000 partitions and 200 connections, MB",
@@ -226,6 +235,7 @@ GOALS = [
         _m("produce_1KB_acksall_over_acks1"),
         False,
         0.6,
+        "Third pass (2026-11-22, later): what the 1 KiB ratio measures, and two fixes",
     ),
     GoalSpec(
         "3 brokers RF=3: acks=all / acks=1, 100 B",
@@ -392,9 +402,12 @@ def render(report: Mapping[str, Any]) -> str:
             "consumer idles; with that backoff at 10 ms the figure is the broker's delivery rate.",
             "",
         ]
-    out += markdown_table(
-        ["goal", "target", "measured", "verdict"], goal_rows(evaluate_goals(tansu, samsa, cluster))
-    )
+    goals = evaluate_goals(tansu, samsa, cluster)
+    out += markdown_table(["goal", "target", "measured", "verdict"], goal_rows(goals))
+    analysed = [g for g in goals if g.status == "not met" and g.spec.analysis]
+    if analysed:
+        out += ["", "Where the time goes and what was tried, for the goals not met (bench/README.md):", ""]
+        out += [f'- {g.spec.text}: "{g.spec.analysis}"' for g in analysed]
     return "\n".join(out) + "\n"
 
 

@@ -241,6 +241,28 @@ def test_render_explains_the_consume_probe_when_it_ran() -> None:
     assert "fetch.queue.backoff.ms (1 s)" not in compare.render(report)
 
 
+def test_every_analysis_a_goal_points_to_is_a_section_of_the_bench_readme() -> None:
+    headings = {
+        line.lstrip("#").strip() for line in compare.README.read_text().splitlines() if line.startswith("#")
+    }
+    assert {g.analysis for g in compare.GOALS if g.analysis} <= headings
+
+
+def test_render_points_a_goal_not_met_to_its_analysis() -> None:
+    pointer = (
+        "- 200 idle conns: produce 100 B with / without: \"200 idle connections: what run-bench's figure"
+    )
+    report: dict[str, Any] = {
+        "options": {"reps": 3},
+        "runs": {"tansu": {"run_bench": run_bench_doc(TANSU)}, "samsa": {"run_bench": run_bench_doc(SAMSA)}},
+    }
+    assert pointer not in compare.render(report)  # met: 0.96
+    report["runs"]["samsa"]["run_bench"] = run_bench_doc(
+        {**SAMSA, "produce_100B_acks1_conns200_over_base": 0.8}
+    )
+    assert pointer in compare.render(report)
+
+
 def test_replace_readme_block() -> None:
     text = f"intro\n{compare.README_START}\nold table\n{compare.README_END}\nrest\n"
     assert compare.replace_readme_block(text, "new\n") == (
