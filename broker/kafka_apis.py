@@ -268,6 +268,13 @@ class KafkaApis:
                 else:
                     entries.append((topic.name, p.index, records))
         results = self.replica_manager.append_records(entries, acks)
+        # The log has its copy of the records: dropping the request's views of its receive buffer lets
+        # the connection reuse that buffer while an acks=all response waits for the followers.
+        entries.clear()
+        records = None
+        for topic in body.topic_data:
+            for p in topic.partition_data:
+                p.records = None
         if acks == -1 and any(r.error == ErrorCode.NONE for r in results.values()):
             waiting = self.replica_manager.wait_for_acks(results, body.timeout_ms)
             if not isinstance(waiting, dict):

@@ -5,9 +5,10 @@ One connection to one node. Requests may be pipelined; responses are matched to 
 correlation id (Kafka answers in order on a connection, which is checked). Any failure of the
 connection fails every request in flight with ``ConnectionError`` and the next request reconnects.
 
-Responses are received by a ``BufferedProtocol`` straight into a buffer of the frame's size, and
-decoded in place: the records of a replica fetcher's Fetch response reach the log as memoryviews of
-that buffer, copied by nobody between the socket and the segment file.
+Responses are received by a ``BufferedProtocol`` straight into a buffer of the frame's size (a large
+one from the client's ``FrameBuffers``), and decoded in place: the records of a replica fetcher's Fetch
+response reach the log as memoryviews of that buffer, copied by nobody between the socket and the
+segment file.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from broker.network.frame_buffers import FrameBuffers
 from protocol.api import Api
 from protocol.frame import SIZE, decode_response, encode_request
 from protocol.messages import Message
 
 log = logging.getLogger(__name__)
+
+_SMALL_FRAME = 64 * 1024  # below this a response gets a bytearray of its own; above, a pooled mapping
 
 
 class _ResponseReader(asyncio.BufferedProtocol):
@@ -31,13 +35,15 @@ class _ResponseReader(asyncio.BufferedProtocol):
 
     def __init__(
         self,
-        on_frame: Callable[[_ResponseReader, bytearray], None],
+        on_frame: Callable[[_ResponseReader, bytearray | memoryview], None],
         on_lost: Callable[[_ResponseReader, ConnectionError], None],
+        frame_buffers: FrameBuffers,
     ) -> None:
         self._on_frame = on_frame
         self._on_lost = on_lost
+        self._frame_buffers = frame_buffers
         self._size = bytearray(SIZE.size)
-        self._frame: bytearray | None = None
+        self._frame: bytearray | memoryview | None = None
         self._filled = 0
         self.transport: asyncio.Transport | None = None
 
@@ -57,7 +63,8 @@ class _ResponseReader(asyncio.BufferedProtocol):
             if size < 0:
                 self._on_lost(self, ConnectionError(f"a response frame of {size} bytes"))
                 return
-            self._frame, self._filled = bytearray(size), 0
+            frame = bytearray(size) if size < _SMALL_FRAME else self._frame_buffers.take(size)
+            self._frame, self._filled = frame, 0
             if size:
                 return
         if self._filled == len(self._frame):
@@ -90,6 +97,7 @@ class NetworkClient:
         self._in_flight: deque[tuple[int, Api, int, asyncio.Future]] = deque()
         self._correlation_ids = itertools.count(1)
         self._connecting: asyncio.Lock = asyncio.Lock()
+        self._frame_buffers = FrameBuffers()
 
     @property
     def connected(self) -> bool:
@@ -99,7 +107,7 @@ class NetworkClient:
         async with self._connecting:
             if self.connected:
                 return
-            reader = _ResponseReader(self._on_frame, self._on_lost)
+            reader = _ResponseReader(self._on_frame, self._on_lost, self._frame_buffers)
             loop = asyncio.get_running_loop()
             transport, _ = await asyncio.wait_for(
                 loop.create_connection(lambda: reader, self.host, self.port), self.connect_timeout
@@ -135,7 +143,7 @@ class NetworkClient:
         # A connection already given up on may still report; it must not touch its successor.
         return reader.transport is not None and reader.transport is self._transport
 
-    def _on_frame(self, reader: _ResponseReader, frame: bytearray) -> None:
+    def _on_frame(self, reader: _ResponseReader, frame: bytearray | memoryview) -> None:
         if not self._current(reader):
             return
         if not self._in_flight:

@@ -2,7 +2,8 @@
 
 A ``Processor`` owns a share of the broker's connections (the acceptor deals them out round-robin). Each
 ``Connection`` reads frames straight into their own buffer (a large Produce is received into one
-writable buffer that later becomes the log append, with no intermediate copy), decodes the header and
+writable buffer from the processor's ``FrameBuffers`` that later becomes the log append, with no
+intermediate copy), decodes the header and
 body, and queues the request. Requests of one connection reach the handlers one at a time, in order
 (as Kafka mutes a channel while a request is in flight), but a handler may park its response (a
 long-poll Fetch, an acks=all Produce) and let the next request in; responses are still written in
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
 import socket
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from broker.network.frame_buffers import FrameBuffers
 from broker.network.request_channel import Request, RequestChannel
 from broker.network.send import FileRegion
 from protocol.api import Api, ApiKey
@@ -55,7 +56,7 @@ class Connection(asyncio.BufferedProtocol):
         self._stage_view = memoryview(self._stage)
         self._start = 0
         self._end = 0
-        self._frame: mmap.mmap | None = None  # a frame too large for the stage, being filled
+        self._frame: memoryview | None = None  # a frame too large for the stage, being filled
         self._frame_fill = 0
         self._pending: deque[Request] = deque()  # every unanswered request, in arrival order
         self._backlog: deque[Request] = deque()  # decoded requests not yet handed to the handlers
@@ -99,7 +100,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
-            return memoryview(self._frame)[self._frame_fill :]
+            return self._frame[self._frame_fill :]
         if self._end == _STAGE_SIZE:
             self._compact()
         return self._stage_view[self._end :]
@@ -147,10 +148,8 @@ class Connection(asyncio.BufferedProtocol):
                     self._compact()
                 break
             else:
-                # Large frame: receive the rest straight into a buffer of exactly its size. An anonymous
-                # mapping costs memory only as bytes arrive, so a client announcing a huge request and
-                # sending it slowly (or never) does not pin its full size.
-                frame = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                # Large frame: receive the rest straight into a buffer of exactly its size.
+                frame = self.processor.frame_buffers.take(size)
                 have = available - 4
                 frame[:have] = self._stage_view[begin : self._end]
                 self._frame, self._frame_fill = frame, have
@@ -285,6 +284,7 @@ class Processor:
         self.max_request_size = max_request_size
         self._on_close = on_close
         self.connections: set[Connection] = set()
+        self.frame_buffers = FrameBuffers()
         self._tasks: set[asyncio.Task] = set()
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
