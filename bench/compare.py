@@ -235,7 +235,7 @@ GOALS = [
         _m("produce_1KB_acksall_over_acks1"),
         False,
         0.6,
-        "Third pass (2026-11-22, later): what the 1 KiB ratio measures, and two fixes",
+        "Three brokers, replication factor 3: acks=all next to acks=1",
     ),
     GoalSpec(
         "3 brokers RF=3: acks=all / acks=1, 100 B",
