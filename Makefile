@@ -33,15 +33,17 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 
 # Samsa next to Tansu with the shared load generator (../shared/bench/run-bench), one broker each; with
-# CLUSTER=1 also 3 Samsa brokers at replication factor 3. QUICK=1 for a smoke run, REPS=N, WORKLOADS=a,b.
+# CLUSTER=1 also 3 Samsa brokers at replication factor 3. QUICK=1 for a smoke run, REPS=N, WORKLOADS=a,b;
+# SHARED=DIR where run-bench and tansu-ref are when the clone is not next to ../shared.
 # Results in bench/results/compare-<date>.{json,md}; bench/README.md says more.
 CLUSTER   ?=
 QUICK     ?=
 REPS      ?=
 WORKLOADS ?= produce,consume,latency,conns
+SHARED    ?=
 bench: setup
 	$(PY) bench/compare.py --workloads $(WORKLOADS) $(if $(CLUSTER),--cluster) $(if $(QUICK),--quick) \
-	  $(if $(REPS),--reps $(REPS))
+	  $(if $(REPS),--reps $(REPS)) $(if $(SHARED),--shared $(SHARED))
 
 setup: $(VENV)/.installed sysdeps
 

@@ -820,6 +820,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true", help="also write the tables into bench/README.md")
     parser.add_argument("--shared", type=Path, default=SHARED, help=f"run-bench's folder (default {SHARED})")
     args = parser.parse_args(argv)
+    missing = [name for name in ("run-bench", "tansu-ref") if not (args.shared / name).exists()]
+    if missing and not args.latest:
+        print(
+            f"# {' and '.join(missing)} not found in {args.shared}: pass the folder that holds them with "
+            "--shared DIR (make bench SHARED=DIR)",
+            file=sys.stderr,
+        )
+        return 2
 
     if args.latest:
         markdown = render(latest_report())

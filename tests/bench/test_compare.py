@@ -4,6 +4,7 @@ the issue's goals and the tables. No process is started."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -261,6 +262,11 @@ def test_render_points_a_goal_not_met_to_its_analysis() -> None:
         {**SAMSA, "produce_100B_acks1_conns200_over_base": 0.8}
     )
     assert pointer in compare.render(report)
+
+
+def test_without_run_bench_it_says_where_it_looked_and_starts_nothing(tmp_path: Path, capsys) -> None:
+    assert compare.main(["--shared", str(tmp_path)]) == 2
+    assert f"run-bench and tansu-ref not found in {tmp_path}" in capsys.readouterr().err
 
 
 def test_replace_readme_block() -> None:
