@@ -1,0 +1,73 @@
+"""The log of refused requests: one WARNING line per request a handler refuses with an error code
+(a bad CRC, a batch too large, an invalid topic name, a policy violation, a request from someone who is
+not the controller), naming the peer, the client id, the API and the error.
+
+A client that sends bad requests in a loop must not be able to fill the disk, so lines go through a
+token bucket (``BURST`` lines at once, then ``PER_SECOND``); what the bucket drops is counted, and the
+next line that is written says how many were left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.network.request_channel import Request
+
+log = logging.getLogger(__name__)
+
+BURST = 20
+PER_SECOND = 2.0
+
+
+class RefusalLog:
+    """A token bucket in front of a logger: ``allow()`` says whether a line may be written now."""
+
+    def __init__(self, burst: int = BURST, per_second: float = PER_SECOND) -> None:
+        self._burst = burst
+        self._per_second = per_second
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self.suppressed = 0
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._per_second)
+        self._stamp = now
+        if self._tokens < 1:
+            self.suppressed += 1
+            return False
+        self._tokens -= 1
+        return True
+
+
+_refusals = RefusalLog()
+
+
+def log_refusal(request: Request, error: int, detail: str | None = None) -> None:
+    """Logs that ``request`` was refused with ``error``; ``detail`` says what was wrong (the partition or
+    topic at fault and why), as the error message sent back does."""
+    if not _refusals.allow():
+        return
+    suppressed, _refusals.suppressed = _refusals.suppressed, 0
+    log.warning(
+        "refused %s v%d from %s (client %s): %s%s%s",
+        request.api.name,
+        request.version,
+        request.peer,
+        request.client_id,
+        _name(error),
+        f": {detail}" if detail else "",
+        f" ({suppressed} more refusals not logged)" if suppressed else "",
+    )
+
+
+def _name(error: int) -> str:
+    try:
+        return ErrorCode(error).name
+    except ValueError:
+        return f"error {error}"
