@@ -3,6 +3,7 @@ consumer that keep running beside the attacker and report whether it disturbed t
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -134,7 +135,7 @@ class Bystander:
             stamps = sorted(t for t in times.values() if t <= self._stopped_at)
             if what == "acknowledgement":
                 stamps.append(self._stopped_at)
-            longest = max((b - a for a, b in zip(stamps, stamps[1:], strict=False)), default=0.0)
+            longest = max((b - a for a, b in itertools.pairwise(stamps)), default=0.0)
             assert longest <= max_pause, f"the bystander waited {longest:.2f} s for an {what}"
 
     @property
