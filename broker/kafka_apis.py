@@ -21,7 +21,8 @@ from broker.handler_pool import Parked
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
 from broker.network.send import FileRegion
-from broker.partition import READ_COMMITTED
+from broker.partition import READ_COMMITTED, storage_error
+from broker.refusals import log_partition_refusals, log_refusal
 from broker.replica_manager import FetchParams, FetchPartitionRequest, ReplicaManager
 from protocol import record_batch
 from protocol.api import Api, ApiKey, api
@@ -41,6 +42,8 @@ from protocol.messages import (
     UpdateMetadataResponse,
 )
 from protocol.topic import INTERNAL_TOPICS, is_internal, topic_name_error
+from storage.append import validate_compressed_batches
+from storage.errors import StorageError
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,29 @@ _EMPTY_RECORDS = b""
 
 def _batches_use_zstd(records: Any) -> bool:
     return any(h.compression == ZSTD for _, h in record_batch.iter_headers(records))
+
+
+def _codecs(records: Any) -> set[int]:
+    """The compression codec ids of a produce's batches (none when their framing is broken, which the
+    append refuses with its own message)."""
+    try:
+        return {h.compression for _, h in record_batch.iter_headers(records)}
+    except record_batch.CorruptRecordError:
+        return set()
+
+
+def _validate_compressed(
+    entries: list[tuple[str, int, Any]],
+) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """The partitions whose compressed batches the log validator refuses, with the error for each."""
+    refused = {}
+    for topic, partition, records in entries:
+        try:
+            validate_compressed_batches(record_batch, records, f"{topic}-{partition}")
+        except StorageError as e:
+            error = storage_error(e)
+            refused[(topic, partition)] = (error.code, error.message)
+    return refused
 
 
 def _batches_have_old_magic(records: Any) -> bool:
@@ -196,8 +222,10 @@ class KafkaApis:
                 topics.append(self._topic_metadata(name))
                 continue
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if topic_name_error(name):
+            name_error = topic_name_error(name)
+            if name_error:
                 error = ErrorCode.INVALID_TOPIC_EXCEPTION
+                log_refusal(request, error, f"topic {name!r}: {name_error}")
             elif allow_auto_create and self._auto_create_topic is not None and name not in INTERNAL_TOPICS:
                 try:
                     await self._auto_create_topic(name)
@@ -248,6 +276,7 @@ class KafkaApis:
         acks = body.acks
         errors: dict[tuple[str, int], tuple[int, str | None]] = {}
         entries = []
+        compressed = []
         for topic in body.topic_data:
             for p in topic.partition_data:
                 tp = (topic.name, p.index)
@@ -263,10 +292,21 @@ class KafkaApis:
                         ErrorCode.INVALID_RECORD,
                         f"Produce v{version} takes record batches of magic 2 only",
                     )
-                elif version < 7 and _batches_use_zstd(records):
-                    errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
                 else:
+                    codecs = _codecs(records)
+                    if version < 7 and ZSTD in codecs:
+                        errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7+")
+                        continue
                     entries.append((topic.name, p.index, records))
+                    if any(codecs):  # a codec other than 0, none
+                        compressed.append((topic.name, p.index, records))
+        if compressed:
+            # Decompressing is CPU work the event loop must not wait for (the GIL is released in it).
+            refused = await asyncio.get_running_loop().run_in_executor(None, _validate_compressed, compressed)
+            if refused:
+                errors.update(refused)
+                entries = [e for e in entries if (e[0], e[1]) not in refused]
+            compressed.clear()
         results = self.replica_manager.append_records(entries, acks)
         # The log has its copy of the records: dropping the request's views of its receive buffer lets
         # the connection reuse that buffer while an acks=all response waits for the followers.
@@ -275,6 +315,11 @@ class KafkaApis:
         for topic in body.topic_data:
             for p in topic.partition_data:
                 p.records = None
+        log_partition_refusals(
+            request,
+            [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
+            + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
+        )
         if acks == -1 and any(r.error == ErrorCode.NONE for r in results.values()):
             waiting = self.replica_manager.wait_for_acks(results, body.timeout_ms)
             if not isinstance(waiting, dict):
@@ -310,7 +355,10 @@ class KafkaApis:
                     code, message = errors[tp]
                     partitions.append(
                         ProduceResponse.PartitionProduceResponse(
-                            index=p.index, error_code=code, error_message=message
+                            index=p.index,
+                            error_code=code,
+                            base_offset=-1 if code else 0,  # Kafka's INVALID_OFFSET for a refusal
+                            error_message=message,
                         )
                     )
                     continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
@@ -22,6 +23,23 @@ log = logging.getLogger(__name__)
 
 BURST = 20
 PER_SECOND = 2.0
+
+# Errors that describe the cluster's state rather than a bad request: clients meet them in normal
+# operation (a leader moved, the ISR shrank, a topic is still being created) and retry.
+ROUTINE_ERRORS = frozenset(
+    {
+        ErrorCode.NONE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
 
 
 class RefusalLog:
@@ -64,6 +82,15 @@ def log_refusal(request: Request, error: int, detail: str | None = None) -> None
         f": {detail}" if detail else "",
         f" ({suppressed} more refusals not logged)" if suppressed else "",
     )
+
+
+def log_partition_refusals(request: Request, errors: Iterable[tuple[str, int, str | None]]) -> None:
+    """Logs, in one line, the partitions (``topic-partition``, error, message) of ``request`` refused for
+    something other than a routine error."""
+    refused = [(tp, code, message) for tp, code, message in errors if code not in ROUTINE_ERRORS]
+    if refused:
+        detail = "; ".join(f"{tp}: {_name(code)}{f' ({m})' if m else ''}" for tp, code, m in refused)
+        log_refusal(request, refused[0][1], detail)
 
 
 def _name(error: int) -> str:

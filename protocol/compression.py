@@ -7,6 +7,7 @@ is cramjam's; only the Kafka-specific framing is done here.
 """
 
 import struct
+from collections.abc import Iterator
 
 import cramjam
 
@@ -83,6 +84,30 @@ def decompress(codec: int, data: BytesLike) -> bytes:
     raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
 
 
+def decompress_into(codec: int, data: BytesLike, out: memoryview) -> int:
+    """Decompress a payload written with `codec` into `out`; returns how many bytes were written.
+
+    Raises DecompressionError when the payload is malformed or would decompress to more than `out`
+    holds, so a caller bounds what a small payload may expand to (a compression bomb) by `out`'s size.
+    """
+    try:
+        if codec == GZIP:
+            return cramjam.gzip.decompress_into(data, out)
+        if codec == SNAPPY:
+            return _snappy_decode_into(data, out)
+        if codec == LZ4:
+            return cramjam.lz4.decompress_into(data, out)
+        if codec == ZSTD:
+            return cramjam.zstd.decompress_into(data, out)
+    except cramjam.DecompressionError as exc:
+        # cramjam says "failed to write whole buffer" when `out` is too small.
+        raise DecompressionError(
+            f"invalid {CODEC_NAMES[codec]} payload, or one that decompresses to more than {len(out)} bytes: "
+            f"{exc}"
+        ) from exc
+    raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
+
+
 def decompress_lz4_lenient(data: BytesLike) -> bytes:
     """Decode an LZ4 frame without checking its header, block or content checksums.
 
@@ -134,12 +159,18 @@ def _xerial_encode(data: BytesLike) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decode(data: BytesLike) -> bytes:
+def _snappy_decode_into(data: BytesLike, out: memoryview) -> int:
     view = memoryview(data)
-    # The version fields after the magic are not checked: some producers write them little-endian.
     if len(view) < 16 or view[:8] != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out = bytearray()
+        return cramjam.snappy.decompress_raw_into(view, out)
+    written = 0
+    for block in _xerial_blocks(view):
+        written += cramjam.snappy.decompress_raw_into(block, out[written:])
+    return written
+
+
+def _xerial_blocks(view: memoryview) -> Iterator[memoryview]:
+    """The raw snappy blocks of a xerial stream (after its 16-byte header)."""
     pos = 16
     end = len(view)
     while pos < end:
@@ -149,6 +180,16 @@ def _snappy_decode(data: BytesLike) -> bytes:
         pos += 4
         if size < 0 or pos + size > end:
             raise DecompressionError("xerial snappy block overruns its stream")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + size])
+        yield view[pos : pos + size]
         pos += size
+
+
+def _snappy_decode(data: BytesLike) -> bytes:
+    view = memoryview(data)
+    # The version fields after the magic are not checked: some producers write them little-endian.
+    if len(view) < 16 or view[:8] != _XERIAL_MAGIC:
+        return bytes(cramjam.snappy.decompress_raw(view))
+    out = bytearray()
+    for block in _xerial_blocks(view):
+        out += cramjam.snappy.decompress_raw(block)
     return bytes(out)

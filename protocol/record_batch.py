@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from protocol.compression import BytesLike, DecompressionError, compress, decompress
+from protocol.compression import BytesLike, DecompressionError, compress, decompress, decompress_into
 
 LOG_OVERHEAD = 12  # base offset int64 + batch length int32
 HEADER_SIZE = 61  # v2 batch header, records count included
@@ -50,6 +50,8 @@ _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 # batch_length counts everything after itself; anything shorter than a bare header is corrupt.
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# attributes, timestamp delta, offset delta, key length, value length, header count: a byte each at least
+_MIN_RECORD_LENGTH = 6
 # Attribute bits Kafka's computeAttributes keeps when it rewrites them (timestamp type excluded).
 _ATTR_KEPT_ON_REWRITE = ATTR_COMPRESSION_MASK | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_DELETE_HORIZON
 
@@ -306,6 +308,48 @@ def decode_records(buf: BytesLike, pos: int = 0) -> list[Record]:
     if consumed != len(data):
         raise CorruptRecordError(f"{len(data) - consumed} bytes left after the batch's {count} records")
     return records
+
+
+def check_records(buf: BytesLike, pos: int, header: BatchHeader, scratch: memoryview) -> None:
+    """Checks that the payload of the (CRC-checked) batch at `pos` frames exactly `records_count`
+    records, decompressing it into `scratch` first when the batch is compressed: Kafka's LogValidator
+    refuses a batch its consumers could not read. Only each record's length is read, so this is cheap
+    next to the decompression; `scratch`'s size bounds what a payload may decompress to.
+
+    Raises CorruptRecordError.
+    """
+    payload = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    if header.compression:
+        try:
+            payload = scratch[: decompress_into(header.compression, payload, scratch)]
+        except DecompressionError as exc:
+            raise CorruptRecordError(str(exc)) from exc
+    end = len(payload)
+    p = count = 0
+    declared = header.records_count
+    try:
+        while p < end and count < declared:
+            # A record's length varint, inlined for its one- and two-byte forms (records < 8 KiB).
+            b = payload[p]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), p + 1
+            elif payload[p + 1] < 0x80:
+                v = (b & 0x7F) | (payload[p + 1] << 7)
+                length, p = (v >> 1) ^ -(v & 1), p + 2
+            else:
+                length, p = _read_long_form(payload, p, 28)
+            if length < _MIN_RECORD_LENGTH:
+                raise CorruptRecordError(f"record {count} of the batch has length {length}")
+            p += length
+            count += 1
+    except IndexError:
+        p = end + 1
+    if p != end or count != declared:
+        raise CorruptRecordError(
+            f"the batch declares {declared} records but its "
+            f"{'decompressed ' if header.compression else ''}payload of {end} bytes does not hold them "
+            f"({count} records framed)"
+        )
 
 
 def _decode_record_list(data: bytes, count: int, header: BatchHeader) -> tuple[list[Record], int]:

@@ -2,13 +2,17 @@
 need no decoding) and the LogAppendInfo an append returns.
 
 Only batch headers are read: framing, magic, size limits, CRC32C, and for producer appends the v2 rules
-(base offset 0, count matching the offset delta, no control batches, a sequence with a producer id).
-Records are decoded only where Kafka must: key presence on compacted topics.
+(base offset 0, count matching the offset delta, no control batches, a sequence with a producer id, and
+no trailing partial batch). Records are decoded only where Kafka must: key presence on compacted topics,
+and the payload of a producer's compressed batch (`validate_compressed_batches`, which the broker runs
+off its event loop before the append).
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
+import threading
 from dataclasses import dataclass
 
 from storage.config import LONG_MAX, LogConfig
@@ -18,11 +22,21 @@ from storage.errors import (
     InvalidTimestampError,
     MessageTooLargeError,
     RecordListTooLargeError,
+    UnsupportedCompressionTypeError,
 )
 from storage.producer_state import AppendOrigin
 from storage.record_format import BatchHeader, RecordFormat
 
 log = logging.getLogger(__name__)
+
+# Kafka's codec ids are 0 (none) to 4 (zstd); 5-7 fit in the attributes' three bits but mean nothing.
+MAX_CODEC_ID = 4
+# What one compressed batch may decompress to: a payload that expands beyond it (a compression bomb) is
+# refused without being held in memory. Kafka has no such bound; 64 MiB is 64 of its 1 MiB batches.
+MAX_DECOMPRESSED_BATCH_BYTES = 64 << 20
+# Scratch pages a thread keeps resident after a check; beyond this they go back to the kernel.
+_SCRATCH_KEPT_BYTES = 4 << 20
+_scratch = threading.local()
 
 
 @dataclass(slots=True)
@@ -71,14 +85,14 @@ def validate_batches(
     except fmt.CorruptRecordError as e:
         raise CorruptRecordError(f"Invalid batch in the append to {partition}: {e}") from None
     if valid < len(buf):
-        # A fetch cut at its byte limit routinely ends in part of a batch; from a client it is odd.
-        log.log(
-            logging.WARNING if client else logging.DEBUG,
-            "Appending only %d bytes out of %d to %s: trailing partial batch",
-            valid,
-            len(buf),
-            partition,
-        )
+        if client:
+            # Appending the whole batches would acknowledge records the client did not send whole.
+            raise CorruptRecordError(
+                f"The records of the append to {partition} end in {len(buf) - valid} bytes that are not a "
+                f"whole batch ({len(buf)} bytes sent)"
+            )
+        # A fetch cut at its byte limit routinely ends in part of a batch.
+        log.debug("Appending only %d bytes of %d to %s: trailing partial batch", valid, len(buf), partition)
     if valid > config.segment_bytes:
         raise RecordListTooLargeError(
             f"Message batch size is {valid} bytes in append to partition {partition} which exceeds "
@@ -89,6 +103,51 @@ def validate_batches(
     if not config.log_append_time and config.message_timestamp_difference_max_ms < LONG_MAX:
         _validate_timestamps(batches, config.message_timestamp_difference_max_ms, now_ms, partition)
     return batches, valid
+
+
+def validate_compressed_batches(fmt: RecordFormat, buf: memoryview, partition: str) -> None:
+    """Kafka's LogValidator checks of a producer's compressed batches: a codec Kafka defines, and a payload
+    that decompresses into the records its header declares, so that no consumer is handed a batch it
+    cannot read. It decompresses, so the broker calls it on a worker thread, never on its event loop;
+    batches that fail their CRC are left to `validate_batches`, which refuses them."""
+    scratch = None
+    try:
+        for pos, header in fmt.iter_headers(buf):
+            codec = header.compression
+            if codec == 0:
+                continue
+            if codec > MAX_CODEC_ID:
+                raise UnsupportedCompressionTypeError(
+                    f"The batch at byte {pos} in the append to {partition} uses compression codec id "
+                    f"{codec}, which is not one of Kafka's (0-{MAX_CODEC_ID})"
+                )
+            if fmt.crc_ok(buf, pos, header):
+                scratch = scratch or _thread_scratch()
+                fmt.check_records(buf, pos, header, scratch.view)
+    except fmt.CorruptRecordError as e:
+        raise CorruptRecordError(f"Invalid compressed batch in the append to {partition}: {e}") from None
+    finally:
+        if scratch is not None:
+            scratch.release()
+
+
+class _Scratch:
+    """A thread's anonymous mapping that compressed batches are decompressed into: pages cost memory
+    only once written, and those beyond `_SCRATCH_KEPT_BYTES` are handed back after each use."""
+
+    def __init__(self) -> None:
+        self._map = mmap.mmap(-1, MAX_DECOMPRESSED_BATCH_BYTES)
+        self.view = memoryview(self._map)
+
+    def release(self) -> None:
+        self._map.madvise(mmap.MADV_DONTNEED, _SCRATCH_KEPT_BYTES)
+
+
+def _thread_scratch() -> _Scratch:
+    found = getattr(_scratch, "value", None)
+    if found is None:
+        found = _scratch.value = _Scratch()
+    return found
 
 
 def _reject_batch(pos: int, header: BatchHeader, size: int, max_size: int, partition: str) -> None:

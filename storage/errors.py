@@ -19,6 +19,12 @@ class InvalidRecordError(StorageError):
     error_name = "INVALID_RECORD"
 
 
+class UnsupportedCompressionTypeError(StorageError):
+    """A batch names a compression codec Kafka does not define."""
+
+    error_name = "UNSUPPORTED_COMPRESSION_TYPE"
+
+
 class MessageTooLargeError(StorageError):
     """A batch is larger than max.message.bytes (Kafka's RecordTooLargeException)."""
 

@@ -80,6 +80,8 @@ class RecordFormat(Protocol):
 
     def decode_records(self, buf: Buffer, pos: int = 0) -> list[Record]: ...
 
+    def check_records(self, buf: Buffer, pos: int, header: BatchHeader, scratch: memoryview) -> None: ...
+
     def encode_batch(
         self,
         records: Sequence[Record],

@@ -21,6 +21,7 @@ from protocol.compression import (
     UnsupportedCompressionTypeError,
     compress,
     decompress,
+    decompress_into,
     decompress_lz4_lenient,
 )
 
@@ -185,3 +186,21 @@ def test_unknown_codec(codec: int) -> None:
         compress(codec, b"data")
     with pytest.raises(UnsupportedCompressionTypeError):
         decompress(codec, b"data")
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY, LZ4, ZSTD])
+def test_decompress_into_writes_within_its_buffer_and_refuses_more(codec: int) -> None:
+    out = memoryview(bytearray(len(LARGE) + 100))
+    assert out[: decompress_into(codec, compress(codec, LARGE), out)] == LARGE
+    with pytest.raises(DecompressionError, match="more than 1000 bytes"):
+        decompress_into(codec, compress(codec, LARGE), memoryview(bytearray(1000)))
+
+
+def test_decompress_into_reads_raw_snappy_too() -> None:
+    out = memoryview(bytearray(len(LARGE)))
+    assert out[: decompress_into(SNAPPY, cramjam.snappy.compress_raw(LARGE), out)] == LARGE
+
+
+def test_decompress_into_refuses_a_payload_of_another_codec() -> None:
+    with pytest.raises(DecompressionError):
+        decompress_into(GZIP, b"hello kafka " * 100, memoryview(bytearray(4096)))

@@ -33,6 +33,7 @@ from protocol.record_batch import (
     BatchHeader,
     CorruptRecordError,
     Record,
+    check_records,
     crc_ok,
     decode_records,
     encode_batch,
@@ -727,3 +728,42 @@ def test_record_equality_and_repr() -> None:
     assert record != Record(1, 2, b"k", b"")
     assert record != (1, 2, b"k", None, [])
     assert "offset=1" in repr(record)
+
+
+def _payload_of(records: list[Record], codec: int = 0, **kw: object) -> bytearray:
+    return bytearray(encode_batch(records, base_offset=0, compression=codec, **kw))
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_check_records_accepts_a_batch_whose_payload_holds_its_records(codec: int) -> None:
+    records = [Record(i, 1000 + i, b"k", b"v" * (i * 50), [("h", b"x")]) for i in range(200)]
+    buf = _payload_of(records, codec)
+    check_records(buf, 0, read_header(buf), memoryview(bytearray(1 << 20)))
+
+
+def _patched(buf: bytearray, fmt: str, offset: int, value: int) -> bytearray:
+    """The batch with one header field changed and its CRC made right again."""
+    struct.pack_into(fmt, buf, offset, value)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return buf
+
+
+def test_check_records_refuses_a_compression_flag_on_an_uncompressed_payload() -> None:
+    buf = _patched(_payload_of([Record(0, 0, None, b"v" * 100, [])]), ">h", 21, GZIP)  # attributes
+    with pytest.raises(CorruptRecordError, match="gzip"):
+        check_records(buf, 0, read_header(buf), memoryview(bytearray(4096)))
+
+
+def test_check_records_refuses_a_payload_that_frames_other_records_than_declared() -> None:
+    records = [Record(i, 0, None, b"v" * 10, []) for i in range(3)]
+    short = _patched(_payload_of(records, LZ4), ">i", 57, 4)  # the records count
+    header = read_header(short)
+    with pytest.raises(CorruptRecordError, match="declares 4 records"):
+        check_records(short, 0, header, memoryview(bytearray(4096)))
+
+
+def test_check_records_bounds_what_a_payload_may_decompress_to() -> None:
+    buf = _payload_of([Record(0, 0, None, b"\0" * 100_000, [])], ZSTD)
+    assert len(buf) < 1000
+    with pytest.raises(CorruptRecordError, match="more than 4096 bytes"):
+        check_records(buf, 0, read_header(buf), memoryview(bytearray(4096)))

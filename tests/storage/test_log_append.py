@@ -1,10 +1,13 @@
 """Log appends: offset assignment in place, follower appends, validation errors, rolls at each trigger."""
 
 import os
+import struct
 
 import pytest
+from crc32c import crc32c
 
 from protocol import record_batch as rb
+from storage.append import validate_compressed_batches
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -13,6 +16,7 @@ from storage.errors import (
     OffsetsOutOfOrderError,
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
+    UnsupportedCompressionTypeError,
 )
 from storage.producer_state import AppendOrigin
 from tests.storage.helpers import batch, read_all
@@ -80,11 +84,13 @@ def test_corrupt_batch_is_rejected(make_log):
     assert log.log_end_offset == 0 and log.size == 0
 
 
-def test_trailing_partial_batch_is_trimmed(make_log):
+def test_a_client_append_ending_in_a_partial_batch_is_refused_whole(make_log):
     log = make_log()
-    buf = batch(1) + batch(1)[:30]
-    info = log.append_as_leader(buf, leader_epoch=0)
-    assert info.last_offset == 0 and log.log_end_offset == 1
+    for buf in (batch(1) + batch(1)[:30], batch(1)[:30], batch(2)[:-1]):
+        with pytest.raises(CorruptRecordError, match="not a whole batch") as e:
+            log.append_as_leader(bytearray(buf), leader_epoch=0)
+        assert e.value.error_name == "CORRUPT_MESSAGE"
+    assert log.log_end_offset == 0 and log.size == 0
 
 
 def test_size_limits(make_log):
@@ -251,12 +257,44 @@ def test_flush_messages_policy_advances_recovery_point(make_log):
     assert log.recovery_point == 2
 
 
-def test_a_trailing_partial_batch_is_logged_as_a_warning_only_from_a_client(make_log, caplog):
+def test_a_follower_append_ending_in_a_partial_batch_is_trimmed_and_logged_at_debug(make_log, caplog):
     log = make_log()
     caplog.set_level("DEBUG", logger="storage.append")
-    log.append_as_leader(batch(1) + batch(1)[:30], leader_epoch=0)
-    fetched = bytearray(batch(1))
-    fetched[0:8] = (1).to_bytes(8, "big")  # the leader's offset for the next record
-    log.append_as_follower(bytes(fetched) + bytes(batch(1)[:30]))  # a fetch cut at its byte limit
+    fetched = bytes(batch(1))
+    log.append_as_follower(fetched + fetched[:30])  # a fetch cut at its byte limit
+    assert log.log_end_offset == 1
     levels = [r.levelname for r in caplog.records if "trailing partial batch" in r.getMessage()]
-    assert levels == ["WARNING", "DEBUG"]
+    assert levels == ["DEBUG"]
+
+
+def _recompressed(buf: bytearray, codec: int) -> bytearray:
+    """The batch claiming `codec` in its attributes, payload untouched, its CRC made right again."""
+    struct.pack_into(">h", buf, 21, codec)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return buf
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_compressed_client_batches_that_decode_into_their_records_pass(codec):
+    records = [rb.Record(i, 0, b"k", b"v" * 300, []) for i in range(50)]
+    buf = bytearray(rb.encode_batch(records, base_offset=0, compression=codec))
+    validate_compressed_batches(rb, memoryview(batch(2) + buf), "t-0")
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_batch_with_a_codec_kafka_does_not_define_is_refused(codec):
+    with pytest.raises(UnsupportedCompressionTypeError, match=f"codec id {codec}") as e:
+        validate_compressed_batches(rb, memoryview(batch(2) + _recompressed(batch(3), codec)), "t-0")
+    assert e.value.error_name == "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+def test_a_compressed_flag_on_an_uncompressed_payload_is_refused():
+    with pytest.raises(CorruptRecordError, match="Invalid compressed batch in the append to t-0") as e:
+        validate_compressed_batches(rb, memoryview(_recompressed(batch(3), 1)), "t-0")
+    assert e.value.error_name == "CORRUPT_MESSAGE"
+
+
+def test_a_compressed_batch_failing_its_crc_is_left_to_the_append():
+    buf = bytearray(rb.encode_batch([rb.Record(0, 0, None, b"v", [])], base_offset=0, compression=1))
+    buf[-1] ^= 0xFF
+    validate_compressed_batches(rb, memoryview(buf), "t-0")
