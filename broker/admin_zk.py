@@ -10,10 +10,16 @@ the controller (and every broker) acts on, in Kafka's formats:
 - deletion: ``/admin/delete_topics/<t>``;
 - a config change: ``/config/<type>/<name>`` (the whole override set), then a sequential
   ``/config/changes/config_change_<n>`` naming the entity, which every broker watches.
+
+A write ZooKeeper cannot store (longer than its jute.maxbuffer) is refused before it is sent, with
+POLICY_VIOLATION: Kafka's KRaft controller refuses an operation whose metadata records would not fit
+in one batch with that error ("Unable to perform excessively large batch operation."), the nearest
+thing Kafka has to a metadata store's size limit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 
@@ -21,7 +27,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.replica_assignment import BrokerMetadata
 from broker.zk import znodes
-from broker.zk.client import ZkClient, ZkOp, ZkTransactionError
+from broker.zk.client import ZkClient, ZkOp, ZkRequestTooLargeError, ZkTransactionError
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -33,6 +39,14 @@ DEFAULT_ENTITY = "<default>"  # /config/brokers/<default>: the dynamic defaults 
 
 def entity_config_path(entity_type: str, name: str) -> str:
     return f"{znodes.CONFIG}/{entity_type}/{name}"
+
+
+def _too_large(what: str, e: ZkRequestTooLargeError) -> KafkaError:
+    return KafkaError(
+        ErrorCode.POLICY_VIOLATION,
+        f"{what} cannot be stored: the ZooKeeper write would be {e.size} bytes, over ZooKeeper's limit "
+        f"of {e.limit} bytes (jute.maxbuffer).",
+    )
 
 
 class AdminZkClient:
@@ -78,34 +92,45 @@ class AdminZkClient:
             if await self.zk.exists(config_path) is not None
             else ZkOp("create", config_path, znodes.encode_config(configs))
         )
+        # The JSON of 10,000 partitions takes milliseconds: off the event loop.
+        topic_op = ZkOp("create", znodes.topic_path(topic), await asyncio.to_thread(new.encode))
         try:
-            await self.zk.transaction([config_op, ZkOp("create", znodes.topic_path(topic), new.encode())])
+            await self.zk.transaction([config_op, topic_op])
+        except ZkRequestTooLargeError as e:
+            raise _too_large(f"Topic '{topic}' ({len(assignment)} partitions and its configs)", e) from None
         except ZkTransactionError as e:
             if isinstance(e.cause, NodeExistsError) and await self.topic_exists(topic):
                 raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.") from None
             raise KafkaError(
                 ErrorCode.UNKNOWN_SERVER_ERROR, f"Creating topic '{topic}' failed: {e}"
             ) from None
+        # The assignment itself only at DEBUG: 10,000 partitions make a quarter-megabyte line.
         log.info(
-            "created topic %s (id %s) with configs %s and assignment %s",
+            "created topic %s (id %s) with %d partitions, replication factor %d and configs %s",
             topic,
             new.topic_id,
+            len(assignment),
+            len(assignment[0]),
             configs,
-            assignment,
         )
+        log.debug("topic %s has assignment %s", topic, assignment)
         return new.topic_id
 
     async def set_topic_assignment(
         self, topic: str, assignment: znodes.TopicAssignment, version: int
     ) -> None:
         try:
-            await self.zk.set(znodes.topic_path(topic), assignment.encode(), version)
+            data = await asyncio.to_thread(assignment.encode)
+            await self.zk.set(znodes.topic_path(topic), data, version)
+        except ZkRequestTooLargeError as e:
+            raise _too_large(f"Topic '{topic}' with {len(assignment.partitions)} partitions", e) from None
         except BadVersionError:
             raise KafkaError(
                 ErrorCode.UNKNOWN_SERVER_ERROR,
                 f"The assignment of topic '{topic}' changed while partitions were being added; try again.",
             ) from None
-        log.info("topic %s now has assignment %s", topic, assignment.partitions)
+        log.info("topic %s now has %d partitions", topic, len(assignment.partitions))
+        log.debug("topic %s now has assignment %s", topic, assignment.partitions)
 
     async def mark_for_deletion(self, topic: str) -> None:
         """Creates /admin/delete_topics/<t>; a topic already marked stays marked."""
@@ -134,12 +159,15 @@ class AdminZkClient:
         path = entity_config_path(entity_type, name)
         data = znodes.encode_config(configs)
         try:
-            await self.zk.set(path, data)
-        except NoNodeError:
             try:
-                await self.zk.create(path, data, makepath=True)
-            except NodeExistsError:  # created meanwhile by another broker's change
                 await self.zk.set(path, data)
+            except NoNodeError:
+                try:
+                    await self.zk.create(path, data, makepath=True)
+                except NodeExistsError:  # created meanwhile by another broker's change
+                    await self.zk.set(path, data)
+        except ZkRequestTooLargeError as e:
+            raise _too_large(f"The configs of {entity_type}/{name}", e) from None
         await self.zk.create(
             f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
             znodes.encode_config_change(entity_type, name),

@@ -8,6 +8,12 @@ by the controller's UpdateMetadata) shows the outcome: every partition of a crea
 topic that got partitions) with a leader, a deleted topic gone. A request whose timeout passes first is
 answered REQUEST_TIMED_OUT for those topics (the change itself still goes on); a timeout of 0 or less
 answers at once, REQUEST_TIMED_OUT for every topic written, as Kafka does.
+
+The work one request may cause is bounded as Kafka's KRaft controller bounds it: a CreateTopics (all its
+topics together, ``validate_only`` or not) or CreatePartitions that would create more than
+``MAX_PARTITIONS_PER_BATCH`` partitions is refused whole with POLICY_VIOLATION, before any assignment is
+computed; assignments are computed off the event loop. Each refused request is logged once
+(``broker.refusals``), its topics' errors summarised.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from broker.admin_zk import AdminZkClient
 from broker.config import KafkaConfig
@@ -25,6 +31,7 @@ from broker.config_listener import ConfigChangeListener
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
 from broker.network.request_channel import Request
+from broker.refusals import log_refusal
 from broker.replica_assignment import (
     BrokerMetadata,
     assign_replicas,
@@ -49,6 +56,63 @@ NO_REPLICATION_FACTOR = -1
 ZERO_UUID = uuid.UUID(int=0)
 POLL_SECONDS = 0.01  # how often a waiting request looks at the metadata cache again
 
+# Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH and its refusal (KRaft's, which Kafka added
+# after larger requests ran its controller out of memory; one CreateTopics of 2^31-1 partitions grew a
+# broker by gigabytes here).
+MAX_PARTITIONS_PER_BATCH = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+EXAMPLE_CHARS = 200  # of a topic name or error message quoted in a refusal's log line
+
+
+def _partitions_requested(topics: Iterable[Message], default_num_partitions: int) -> int:
+    """The partitions a CreateTopics would create at most (Kafka's validateTotalNumberOfPartitions): an
+    explicit assignment's size, the default for -1, nothing for a count refused anyway."""
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == NO_NUM_PARTITIONS:
+            total += default_num_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
+def _fail_topic(result: Message, error: KafkaError) -> None:
+    """Sets a CreateTopics result to ``error``, its other fields to what Kafka answers for a failed topic."""
+    result.error_code, result.error_message = error.code, error.message
+    result.num_partitions, result.replication_factor, result.configs = -1, -1, []
+    result.topic_id = ZERO_UUID
+
+
+def _partitions_result(name: str, error: KafkaError | None) -> Message:
+    return CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=name,
+        error_code=ErrorCode.NONE if error is None else error.code,
+        error_message=None if error is None else error.message,
+    )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= EXAMPLE_CHARS else f"{text[:EXAMPLE_CHARS]}..."
+
+
+def _log_refusals(request: Request, errors: Sequence[tuple[str | None, KafkaError]], topics: int) -> None:
+    """Logs the topics a request (of ``topics`` topics) refused as one line: each error with how many
+    topics got it and the first of them, so that a request naming thousands of topics is still one
+    short line. A REQUEST_TIMED_OUT is no refusal: the change was written."""
+    refused = [(topic, error) for topic, error in errors if error.code != ErrorCode.REQUEST_TIMED_OUT]
+    if not refused:
+        return
+    by_code: dict[ErrorCode, list[tuple[str | None, KafkaError]]] = {}
+    for topic, error in refused:
+        by_code.setdefault(error.code, []).append((topic, error))
+    detail = ", ".join(
+        f"{code.name} x{len(group)} ({_clip(repr(group[0][0]))}: {_clip(group[0][1].message)})"
+        for code, group in by_code.items()
+    )
+    log_refusal(request, refused[0][1].code, f"{len(refused)} of {topics} topics refused: {detail}")
+
 
 class TopicAdmin:
     def __init__(
@@ -68,12 +132,21 @@ class TopicAdmin:
 
     # -- waiting for the controller ----------------------------------------------------------------
 
-    def _missing_leaders(self, topic: str, partitions: Iterable[int]) -> bool:
-        for p in partitions:
-            found = self.metadata_cache.partition(topic, p)
-            if found is None or found.leader < 0:
-                return True
-        return False
+    def _leaders_seen(self, topic: str, partitions: Iterable[int]) -> Callable[[], bool]:
+        """A check that passes once each of the partitions has been seen with a leader; a call looks
+        only at those not seen yet, so that waiting on 10,000 partitions does not scan them all every
+        POLL_SECONDS."""
+        waiting = list(partitions)
+
+        def check() -> bool:
+            while waiting:
+                found = self.metadata_cache.partition(topic, waiting[-1])
+                if found is None or found.leader < 0:
+                    return False
+                waiting.pop()
+            return True
+
+        return check
 
     async def _wait(self, done: Callable[[], bool], timeout_ms: int) -> None:
         loop = asyncio.get_running_loop()
@@ -103,15 +176,45 @@ class TopicAdmin:
     # -- CreateTopics -----------------------------------------------------------------------------
 
     async def handle_create_topics(self, request: Request) -> Message:
-        body, version = request.body, request.version
+        body = request.body
+        results = [
+            CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_message=None)
+            for topic in body.topics
+        ]
+        requested = _partitions_requested(body.topics, self.config["num.partitions"])
+        if requested > MAX_PARTITIONS_PER_BATCH:
+            # Kafka refuses the whole request before looking at any topic.
+            refusal = KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
+            for result in results:
+                _fail_topic(result, refusal)
+            log_refusal(
+                request,
+                refusal.code,
+                f"{requested} partitions in {len(results)} topics, over the limit of "
+                f"{MAX_PARTITIONS_PER_BATCH} per request",
+            )
+            return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+        errors, pending = await self._create_topics(body, results)
+        late = await self._await_outcome(pending, body.timeout_ms, "The creation")
+        refused = []
+        for i, result in enumerate(results):
+            error = errors.get(i) or late.get(result.name)
+            if error is not None:
+                _fail_topic(result, error)
+                refused.append((result.name, error))
+        _log_refusals(request, refused, len(results))
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def _create_topics(
+        self, body: Message, results: list[Message]
+    ) -> tuple[dict[int, KafkaError], dict[str, Callable[[], bool]]]:
+        """Checks and (unless ``validate_only``) writes each topic, filling in its result; returns the
+        topics' errors (by index) and, by topic written, the check that its creation was applied."""
         counts = Counter(t.name for t in body.topics)
         brokers = await self.admin_zk.registered_brokers()
-        results: list[Message] = []
         errors: dict[int, KafkaError] = {}
         pending: dict[str, Callable[[], bool]] = {}
-        for i, topic in enumerate(body.topics):
-            result = CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_message=None)
-            results.append(result)
+        for i, (topic, result) in enumerate(zip(body.topics, results, strict=True)):
             if counts[topic.name] > 1:
                 errors[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
                 continue
@@ -131,20 +234,10 @@ class TopicAdmin:
                 ]
                 if not body.validate_only:
                     result.topic_id = await self._write_topic(topic.name, configs, assignment)
-                    partitions = list(assignment)
-                    pending[topic.name] = lambda t=topic.name, ps=partitions: not self._missing_leaders(t, ps)
+                    pending[topic.name] = self._leaders_seen(topic.name, assignment)
             except KafkaError as e:
                 errors[i] = e
-        late = await self._await_outcome(pending, body.timeout_ms, "The creation")
-        for i, result in enumerate(results):
-            error = errors.get(i) or late.get(result.name)
-            if error is not None:
-                result.error_code, result.error_message = error.code, error.message
-                result.num_partitions, result.replication_factor, result.configs = -1, -1, []
-                result.topic_id = ZERO_UUID
-                if error.code not in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.TOPIC_ALREADY_EXISTS):
-                    log.info("CreateTopics v%d of %s: %s", version, result.name, error)
-        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+        return errors, pending
 
     async def _prepare_topic(
         self, topic: Message, brokers: list[BrokerMetadata]
@@ -176,7 +269,8 @@ class TopicAdmin:
             replication_factor = topic.replication_factor
             if replication_factor == NO_REPLICATION_FACTOR:
                 replication_factor = self.config["default.replication.factor"]
-            assignment = assign_replicas(brokers, num_partitions, replication_factor)
+            # 10,000 partitions take milliseconds to assign: off the event loop.
+            assignment = await asyncio.to_thread(assign_replicas, brokers, num_partitions, replication_factor)
         await self._check_new_name(name)
         if explicit:
             validate_topic_assignment(assignment, {b.id for b in brokers})
@@ -289,16 +383,22 @@ class TopicAdmin:
         if refusal is not None:
             for result in results:
                 result.error_code, result.error_message = refusal.code, refusal.message
+            _log_refusals(request, [(result.name, refusal) for result in results], len(results))
             return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
         pending: dict[str, Callable[[], bool]] = {}
         errors: dict[str, KafkaError] = {}
+        unknown_ids: list[tuple[str | None, KafkaError]] = []
         for result in results:
             if result.topic_id != ZERO_UUID:
                 result.name = self._topic_by_id(result.topic_id)
                 if result.name is None:
-                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                    result.error_message = f"Topic id {znodes.topic_id_string(result.topic_id)} is not known."
+                    unknown = KafkaError(
+                        ErrorCode.UNKNOWN_TOPIC_ID,
+                        f"Topic id {znodes.topic_id_string(result.topic_id)} is not known.",
+                    )
+                    result.error_code, result.error_message = unknown.code, unknown.message
+                    unknown_ids.append((None, unknown))
                     continue
             name = result.name
             if name in pending or name in errors:
@@ -319,6 +419,7 @@ class TopicAdmin:
             error = errors.get(result.name) if result.name is not None else None
             if error is not None:
                 result.error_code, result.error_message = error.code, error.message
+        _log_refusals(request, [*unknown_ids, *errors.items()], len(results))
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     # -- CreatePartitions -------------------------------------------------------------------------
@@ -326,50 +427,76 @@ class TopicAdmin:
     async def handle_create_partitions(self, request: Request) -> Message:
         body = request.body
         counts = Counter(t.name for t in body.topics)
-        brokers = await self.admin_zk.registered_brokers()
         errors: dict[int, KafkaError] = {}
-        pending: dict[str, Callable[[], bool]] = {}
+        current: dict[int, tuple[znodes.TopicAssignment, int]] = {}
         for i, topic in enumerate(body.topics):
             try:
                 if counts[topic.name] > 1:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
-                total = await self._add_partitions(topic, brokers, body.validate_only)
+                current[i] = await self._current_assignment(topic.name)
+            except KafkaError as e:
+                errors[i] = e
+        added = sum(max(0, body.topics[i].count - len(found.partitions)) for i, (found, _) in current.items())
+        if added > MAX_PARTITIONS_PER_BATCH:
+            # As CreateTopics: the whole request, before any assignment is computed.
+            refusal = KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
+            log_refusal(
+                request,
+                refusal.code,
+                f"{added} partitions to add in {len(body.topics)} topics, over the limit of "
+                f"{MAX_PARTITIONS_PER_BATCH} per request",
+            )
+            return CreatePartitionsResponse(
+                throttle_time_ms=0, results=[_partitions_result(t.name, refusal) for t in body.topics]
+            )
+        brokers = await self.admin_zk.registered_brokers()
+        pending: dict[str, Callable[[], bool]] = {}
+        for i, (found, version) in current.items():
+            topic = body.topics[i]
+            try:
+                await self._add_partitions(topic, found, version, brokers, body.validate_only)
                 if not body.validate_only:
-                    pending[topic.name] = lambda t=topic.name, n=total: not self._missing_leaders(t, range(n))
+                    pending[topic.name] = self._leaders_seen(topic.name, range(topic.count))
             except KafkaError as e:
                 errors[i] = e
         late = await self._await_outcome(pending, body.timeout_ms, "The partition increase")
-        results = []
-        for i, topic in enumerate(body.topics):
-            error = errors.get(i) or late.get(topic.name)
-            results.append(
-                CreatePartitionsResponse.CreatePartitionsTopicResult(
-                    name=topic.name,
-                    error_code=ErrorCode.NONE if error is None else error.code,
-                    error_message=None if error is None else error.message,
-                )
-            )
-        return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+        outcomes = [
+            (topic.name, errors.get(i) or late.get(topic.name)) for i, topic in enumerate(body.topics)
+        ]
+        _log_refusals(
+            request, [(name, error) for name, error in outcomes if error is not None], len(outcomes)
+        )
+        return CreatePartitionsResponse(
+            throttle_time_ms=0, results=[_partitions_result(name, error) for name, error in outcomes]
+        )
 
-    async def _add_partitions(
-        self, topic: Message, brokers: list[BrokerMetadata], validate_only: bool
-    ) -> int:
-        """Checks and (unless ``validate_only``) writes the larger assignment; returns the new count."""
-        name = topic.name
+    async def _current_assignment(self, name: str) -> tuple[znodes.TopicAssignment, int]:
+        """The assignment of a topic partitions may be added to, and its znode's version."""
         if await self.admin_zk.is_queued_for_deletion(name):
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         found = await self.admin_zk.topic_assignment(name)
         if found is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-        current, version = found
-        if current.adding_replicas or current.removing_replicas:
+        if found[0].adding_replicas or found[0].removing_replicas:
             raise KafkaError(
                 ErrorCode.REASSIGNMENT_IN_PROGRESS,
                 f"A partition reassignment is in progress for the topic '{name}'.",
             )
+        return found
+
+    async def _add_partitions(
+        self,
+        topic: Message,
+        current: znodes.TopicAssignment,
+        version: int,
+        brokers: list[BrokerMetadata],
+        validate_only: bool,
+    ) -> None:
+        """Checks and (unless ``validate_only``) writes the topic's larger assignment."""
         manual = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
-        added = new_partitions_assignment(name, current.partitions, brokers, topic.count, manual)
+        added = await asyncio.to_thread(
+            new_partitions_assignment, topic.name, current.partitions, brokers, topic.count, manual
+        )
         if not validate_only:
             current.partitions.update(added)
-            await self.admin_zk.set_topic_assignment(name, current, version)
-        return topic.count
+            await self.admin_zk.set_topic_assignment(topic.name, current, version)

@@ -4,10 +4,14 @@ kazoo runs its I/O, callbacks and watches on its own threads. ``ZkClient`` turns
 into asyncio futures on the caller's loop, delivers watch and session events to that loop, and retries
 an operation that failed because the connection was lost until the connection is back (as Kafka's
 ``retryRequestsUntilConnected``), giving up after ``operation_timeout``. Retries are capped: kazoo
-reconnects with a backoff of at most one second instead of its default of an hour.
+reconnects with a backoff of at most one second instead of its default of an hour. ``operation_timeout``
+does not bound a request made while disconnected: kazoo holds it until it reconnects. A read that must
+not wait that long (a broker's controlled shutdown) passes a ``timeout`` of its own, which bounds it all.
 
 A retried write can find its own earlier attempt already applied (NodeExists, BadVersion); callers
-that write with versions re-read and decide, as Kafka's controller does.
+that write with versions re-read and decide, as Kafka's controller does. A write too large for the
+server is refused before it is sent (``ZkRequestTooLargeError``): the server answers one by closing the
+connection, which a retry would only repeat until ``operation_timeout``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ log = logging.getLogger(__name__)
 
 _RETRYABLE = (ConnectionLoss, OperationTimeoutError)
 
+# ZooKeeper's default jute.maxbuffer: the server closes the connection of a request longer than this.
+JUTE_MAX_BUFFER = 0xFFFFF
+# The bytes of a request besides its ops, and of an op besides its path and data, at most: the request
+# and multi headers, the length prefixes, the open ACL and the flags of a create.
+_REQUEST_FRAMING = 32
+_OP_FRAMING = 64
+
 
 class ZkTransactionError(KazooException):
     """A multi-op transaction failed; ``errors`` holds each op's result (the failing op's real error)."""
@@ -46,6 +57,18 @@ class ZkTransactionError(KazooException):
         )
         self.cause = failing
         super().__init__(f"ZooKeeper transaction failed: {failing!r}")
+
+
+class ZkRequestTooLargeError(KazooException):
+    """A write longer than the server's jute.maxbuffer, refused before it was sent."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"the ZooKeeper request would be {size} bytes, over ZooKeeper's limit of {limit} bytes "
+            "(jute.maxbuffer)"
+        )
 
 
 @dataclass(frozen=True)
@@ -149,7 +172,12 @@ class ZkClient:
         async_result.rawlink(done)
         return future
 
-    async def _call(self, start: Callable[[], Any]) -> Any:
+    async def _call(self, start: Callable[[], Any], timeout: float | None = None) -> Any:
+        """Runs the operation ``start`` begins, retried as the module says; with ``timeout``, raises
+        TimeoutError once that many seconds have passed, however far it got. Only reads should pass one:
+        a write given up on is still sent if kazoo held it, once the connection is back."""
+        if timeout is not None:
+            return await asyncio.wait_for(self._call(start), timeout)
         deadline = time.monotonic() + self.operation_timeout
         while True:
             try:
@@ -167,12 +195,22 @@ class ZkClient:
                 # kazoo starts a new session by itself; the operation can go to the new one.
                 await asyncio.wait_for(self._connected.wait(), max(deadline - time.monotonic(), 0.01))
 
+    def _check_size(self, writes: Sequence[tuple[str, bytes]]) -> None:
+        """Raises ZkRequestTooLargeError if the (path, data) writes, as one request, could be longer
+        than JUTE_MAX_BUFFER (an upper bound: chroot and framing included)."""
+        chroot = len(self._kazoo.chroot.encode())
+        size = _REQUEST_FRAMING + sum(
+            _OP_FRAMING + chroot + len(path.encode()) + len(data) for path, data in writes
+        )
+        if size > JUTE_MAX_BUFFER:
+            raise ZkRequestTooLargeError(size, JUTE_MAX_BUFFER)
+
     # -- operations -----------------------------------------------------------------------------
 
-    async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
-        """(data, stat), or None if the node does not exist."""
+    async def get(self, path: str, timeout: float | None = None) -> tuple[bytes, ZnodeStat] | None:
+        """(data, stat), or None if the node does not exist; TimeoutError past ``timeout`` s if given."""
         try:
-            return await self._call(lambda: self._kazoo.get_async(path))
+            return await self._call(lambda: self._kazoo.get_async(path), timeout)
         except NoNodeError:
             return None
 
@@ -194,6 +232,7 @@ class ZkClient:
         sequence: bool = False,
         makepath: bool = False,
     ) -> str:
+        self._check_size([(path, data)])
         return await self._call(
             lambda: self._kazoo.create_async(
                 path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
@@ -204,6 +243,7 @@ class ZkClient:
         self, path: str, data: bytes = b"", *, ephemeral: bool = False
     ) -> ZnodeStat:
         """Creates a node and returns its stat (an ephemeral node's ``czxid`` is a broker's epoch)."""
+        self._check_size([(path, data)])
         _, stat = await self._call(
             lambda: self._kazoo.create_async(path, data, ephemeral=ephemeral, include_data=True)
         )
@@ -213,6 +253,7 @@ class ZkClient:
         await self._call(lambda: self._kazoo.ensure_path_async(path))
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        self._check_size([(path, data)])
         return await self._call(lambda: self._kazoo.set_async(path, data, version))
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
@@ -226,6 +267,7 @@ class ZkClient:
 
     async def transaction(self, ops: Sequence[ZkOp]) -> list[Any]:
         """Runs ``ops`` atomically; raises ZkTransactionError (with every op's result) if any fails."""
+        self._check_size([(op.path, op.data) for op in ops])
 
         def start() -> Any:
             t = self._kazoo.transaction()

@@ -16,6 +16,9 @@ from broker.replica_assignment import (
     rack_alternated_broker_list,
     validate_topic_assignment,
 )
+from broker.topic_admin import MAX_PARTITIONS_PER_BATCH
+from broker.zk import znodes
+from broker.zk.client import JUTE_MAX_BUFFER
 from protocol.errors import ErrorCode, KafkaError
 
 FIVE = [BrokerMetadata(i) for i in range(5)]
@@ -168,3 +171,10 @@ def test_explicit_topic_assignment_is_checked(assignment: dict[int, list[int]], 
 
 def test_valid_explicit_topic_assignment_passes() -> None:
     validate_topic_assignment({1: [2, 0], 0: [0, 1]}, {0, 1, 2})
+
+
+def test_the_largest_topic_one_request_may_create_fits_in_its_znode() -> None:
+    # Replication factor 3 and ten-digit broker ids: ZooKeeper refuses a write over jute.maxbuffer.
+    brokers = [BrokerMetadata(2**31 - 1 - i) for i in range(3)]
+    largest = znodes.TopicAssignment(assign_replicas(brokers, MAX_PARTITIONS_PER_BATCH, 3)).encode()
+    assert len(largest) < JUTE_MAX_BUFFER // 2

@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker.zk import znodes
-from broker.zk.client import ZkClient, ZkOp, ZkTransactionError
+from broker.zk.client import JUTE_MAX_BUFFER, ZkClient, ZkOp, ZkRequestTooLargeError, ZkTransactionError
 from broker.zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -101,6 +101,42 @@ async def test_a_lost_session_is_reported_and_its_ephemerals_vanish(
         assert "LOST" in states and states[-1] == "CONNECTED"
         assert await zk.exists(path) is None
         assert zk.session_id != session_id
+
+
+async def test_a_write_over_jute_maxbuffer_is_refused_before_it_is_sent(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    # The server would close the connection of such a write; a retry would do the same, again and again.
+    zk = ZkClient(f"{zookeeper_server.connect_string}/chroot-{uuid.uuid4().hex}", operation_timeout=10)
+    await zk.start()
+    try:
+        states: list[str] = []
+        zk.add_session_listener(states.append)
+        path = f"/t-{uuid.uuid4().hex}"
+        writes = {
+            "create": lambda n: zk.create(path, b"x" * n),
+            "transaction": lambda n: zk.transaction(
+                [ZkOp("create", path, b"x" * (n // 2)), ZkOp("create", f"{path}/child", b"x" * (n - n // 2))]
+            ),
+        }
+        for kind, write in writes.items():
+            with pytest.raises(ZkRequestTooLargeError) as refused:
+                await write(JUTE_MAX_BUFFER)
+            assert (refused.value.limit, refused.value.size > JUTE_MAX_BUFFER) == (JUTE_MAX_BUFFER, True)
+            # The largest write the check lets through (chroot and framing counted) is one ZooKeeper takes.
+            size = JUTE_MAX_BUFFER
+            while True:
+                try:
+                    await write(size)
+                    break
+                except ZkRequestTooLargeError:
+                    size -= 1
+            assert size > JUTE_MAX_BUFFER - 400, kind
+            assert await zk.exists(path) is not None
+            await zk.delete(path, recursive=True)
+        assert states == []
+    finally:
+        await zk.close()
 
 
 def test_broker_registration_is_kafkas_format() -> None:
