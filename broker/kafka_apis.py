@@ -529,9 +529,25 @@ class KafkaApis:
 
     # -- the controller's requests ----------------------------------------------------------------
 
-    async def handle_leader_and_isr(self, request: Request) -> Message:
+    async def _fenced(self, request: Request) -> int | None:
+        """NONE if ``request`` comes from the active controller for this broker's current epoch; else
+        the error it is refused with, logged with its peer; None when ZooKeeper cannot say: the
+        connection is closed unanswered (a controller resends on a new connection, not after an error)."""
+        refusal = await self.replica_manager.check_controller(request.body)
+        if refusal is None:
+            return ErrorCode.NONE
+        log_refusal(request, refusal.error, refusal.detail)
+        if refusal.unanswered:
+            request.connection.close()
+            return None
+        return refusal.error
+
+    async def handle_leader_and_isr(self, request: Request) -> Message | None:
+        fenced = await self._fenced(request)
+        if fenced is None:
+            return None
         error, errors, topic_ids = self.replica_manager.become_leader_or_follower(
-            request.body, request.version
+            request.body, request.version, fenced
         )
         if request.version < 5:
             return LeaderAndIsrResponse(
@@ -556,16 +572,21 @@ class KafkaApis:
             ],
         )
 
-    async def handle_update_metadata(self, request: Request) -> Message:
-        error = self.replica_manager.check_controller(request.body, "UpdateMetadata")
-        if error == ErrorCode.NONE:
+    async def handle_update_metadata(self, request: Request) -> Message | None:
+        fenced = await self._fenced(request)
+        if fenced is None:
+            return None
+        if fenced == ErrorCode.NONE:
             for tp in self.metadata_cache.update(request.body, request.version):
                 self.replica_manager.fetch_purgatory.check(tp)
                 self.replica_manager.produce_purgatory.check(tp)
-        return UpdateMetadataResponse(error_code=error)
+        return UpdateMetadataResponse(error_code=fenced)
 
-    async def handle_stop_replica(self, request: Request) -> Message:
-        error, errors = self.replica_manager.stop_replicas(request.body, request.version)
+    async def handle_stop_replica(self, request: Request) -> Message | None:
+        fenced = await self._fenced(request)
+        if fenced is None:
+            return None
+        error, errors = self.replica_manager.stop_replicas(request.body, request.version, fenced)
         return StopReplicaResponse(
             error_code=error,
             partition_errors=[

@@ -1,11 +1,12 @@
 """ReplicaManager: the partitions this broker hosts, their roles, and the produce and fetch paths.
 
-It applies the controller's LeaderAndIsr and StopReplica (fencing stale controller, broker and leader
-epochs), appends producers' batches to the leaders' logs (acks=all waits in the produce purgatory
-until the high watermark passes the records), serves fetches (a fetch that finds too little data waits
-in the fetch purgatory until an append or a high-watermark move brings enough, or its max wait ends),
-moves log start offsets for DeleteRecords (which waits until the live followers have moved theirs), and
-checkpoints the high watermarks.
+It applies the controller's LeaderAndIsr and StopReplica once ``check_controller`` has confirmed,
+through the ZooKeeper-backed ``ControllerFence``, that they come from the active controller for this
+broker's current epoch (stale leader epochs it fences itself). It appends producers' batches to the
+leaders' logs (acks=all waits in the produce purgatory until the high watermark passes the records),
+serves fetches (a fetch that finds too little data waits in the fetch purgatory until an append or a
+high-watermark move brings enough, or its max wait ends), moves log start offsets for DeleteRecords
+(which waits until the live followers have moved theirs), and checkpoints the high watermarks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED, Partition, storage_error
 from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from broker.replica_fetcher import ReplicaFetcherManager
+from broker.zk.controller_fence import ControllerFence, Refusal
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Message
 from storage.errors import StorageError
@@ -211,7 +213,8 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         # Set by the server once the controller channel exists: proposes ISR changes to the controller.
         self.alter_partition: AlterPartitionManager | None = None
-        self.controller_epoch = 0
+        # Set by the server before it serves requests: tells the active controller from impostors.
+        self.controller_fence: ControllerFence | None = None
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
@@ -257,38 +260,30 @@ class ReplicaManager:
 
     # -- the controller's requests --------------------------------------------------------------
 
-    def check_controller(self, request: Message, kind: str) -> int:
-        """STALE_CONTROLLER_EPOCH / STALE_BROKER_EPOCH for a request from a deposed controller or meant
-        for an earlier incarnation of this broker; records a newer controller epoch."""
-        if request.controller_epoch < self.controller_epoch:
-            log.warning(
-                "ignoring %s from controller %d with epoch %d: the current controller epoch is %d",
-                kind,
-                request.controller_id,
-                request.controller_epoch,
-                self.controller_epoch,
-            )
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        broker_epoch = getattr(request, "broker_epoch", -1)
-        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
-            log.warning("ignoring %s for broker epoch %d (ours is %d)", kind, broker_epoch, self.broker_epoch)
-            return ErrorCode.STALE_BROKER_EPOCH
-        self.controller_epoch = request.controller_epoch
-        return ErrorCode.NONE
+    async def check_controller(self, request: Message) -> Refusal | None:
+        """None if a LeaderAndIsr, UpdateMetadata or StopReplica comes from the active controller and
+        is meant for this broker's current epoch; else why it must change nothing (STALE_CONTROLLER_EPOCH
+        or STALE_BROKER_EPOCH, or unanswered when ZooKeeper cannot say)."""
+        if self.controller_fence is None:
+            return Refusal(ErrorCode.STALE_CONTROLLER_EPOCH, "this broker cannot confirm any controller yet")
+        return await self.controller_fence.check(
+            request.controller_id, request.controller_epoch, request.broker_epoch, self.broker_epoch
+        )
 
     def become_leader_or_follower(
-        self, request: Message, version: int
+        self, request: Message, version: int, fenced: int = ErrorCode.NONE
     ) -> tuple[int, dict[TopicPartition, int], dict[str, uuid.UUID]]:
-        """Applies LeaderAndIsr: (top-level error, per-partition errors, topic ids)."""
-        error = self.check_controller(request, "LeaderAndIsr")
+        """Applies LeaderAndIsr: (top-level error, per-partition errors, topic ids). ``fenced`` is the
+        error ``check_controller`` refused the request with: then nothing changes, and every partition
+        gets that error."""
         states: list[tuple[str, uuid.UUID, Any]] = (
             [(s.topic_name, uuid.UUID(int=0), s) for s in request.ungrouped_partition_states]
             if version < 2
             else [(t.topic_name, t.topic_id, s) for t in request.topic_states for s in t.partition_states]
         )
         topic_ids = {topic: topic_id for topic, topic_id, _ in states}
-        if error != ErrorCode.NONE:
-            return error, {(t, s.partition_index): error for t, _, s in states}, topic_ids
+        if fenced != ErrorCode.NONE:
+            return fenced, {(t, s.partition_index): fenced for t, _, s in states}, topic_ids
         errors: dict[TopicPartition, int] = {}
         # The leaders' inter-broker endpoints, which followers fetch from.
         leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
@@ -358,9 +353,11 @@ class ReplicaManager:
             listener(*tp, state.leader == self.broker_id, state.leader_epoch)
         return ErrorCode.NONE
 
-    def stop_replicas(self, request: Message, version: int) -> tuple[int, dict[TopicPartition, int]]:
-        """Applies StopReplica: (top-level error, per-partition errors)."""
-        error = self.check_controller(request, "StopReplica")
+    def stop_replicas(
+        self, request: Message, version: int, fenced: int = ErrorCode.NONE
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """Applies StopReplica: (top-level error, per-partition errors). ``fenced`` is as for
+        ``become_leader_or_follower``."""
         if version == 0:
             items = [
                 (p.topic_name, p.partition_index, DELETE_WHATEVER_THE_EPOCH, request.delete_partitions)
@@ -378,8 +375,8 @@ class ReplicaManager:
                 for t in request.topic_states
                 for p in t.partition_states
             ]
-        if error != ErrorCode.NONE:
-            return error, {(t, p): error for t, p, _, _ in items}
+        if fenced != ErrorCode.NONE:
+            return fenced, {(t, p): fenced for t, p, _, _ in items}
         errors: dict[TopicPartition, int] = {}
         for topic, index, leader_epoch, delete in items:
             tp = (topic, index)

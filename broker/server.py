@@ -17,7 +17,11 @@ from typing import Any
 from broker.admin_apis import AdminApis
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.config import KafkaConfig
-from broker.controller_channel import ControllerChannel, NoActiveControllerError
+from broker.controller_channel import (
+    ControllerChannel,
+    NoActiveControllerError,
+    ZooKeeperUnreachableError,
+)
 from broker.group_apis import GroupApis
 from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
@@ -28,6 +32,7 @@ from broker.replica_manager import ReplicaManager
 from broker.tasks import cancel_and_wait
 from broker.zk import znodes
 from broker.zk.client import ZkClient
+from broker.zk.controller_fence import ControllerFence
 from broker.zk.kafka_zk_client import KafkaZkClient
 from protocol import record_batch
 from protocol.api import ApiKey
@@ -67,8 +72,10 @@ class KafkaServer:
             raise ValueError("zookeeper.connect must be set")
         loop = asyncio.get_running_loop()
         session_ms = config["zookeeper.session.timeout.ms"]
+        # Kafka's bound on waiting for ZooKeeper's connection (a ZooKeeper call waits at most this long).
+        zk_timeout = (config["zookeeper.connection.timeout.ms"] or session_ms) / 1000
         self.zk = ZkClient(config["zookeeper.connect"], session_ms)
-        await self.zk.start(timeout=(config["zookeeper.connection.timeout.ms"] or session_ms) / 1000)
+        await self.zk.start(timeout=zk_timeout)
         self.kafka_zk = KafkaZkClient(self.zk)
         await self.kafka_zk.create_top_level_paths()
         cluster_id = await self.kafka_zk.get_or_create_cluster_id(stored_cluster_id(config.log_dirs))
@@ -106,7 +113,7 @@ class KafkaServer:
             self.broker_id, self.log_manager, self.metadata_cache, fetchers, config["replica.lag.time.max.ms"]
         )
         self.controller_channel = ControllerChannel(
-            self.zk, self.broker_id, config["controller.socket.timeout.ms"] / 1000
+            self.zk, self.broker_id, config["controller.socket.timeout.ms"] / 1000, zk_timeout
         )
         replicas = self.replica_manager
         self.alter_partition = AlterPartitionManager(
@@ -117,6 +124,8 @@ class KafkaServer:
             replicas.on_high_watermark_may_move,
         )
         replicas.alter_partition = self.alter_partition
+        replicas.controller_fence = ControllerFence(self.kafka_zk, self.broker_id)
+        replicas.controller_fence.start()
         self.admin = AdminApis(
             config, self.kafka_zk, self.metadata_cache, self.replica_manager, self.log_manager
         )
@@ -256,42 +265,80 @@ class KafkaServer:
 
     async def _controlled_shutdown(self) -> None:
         """Asks the active controller to move this broker's leaderships elsewhere before it stops
-        (Kafka's controlled shutdown), retrying as controlled.shutdown.max.retries allows."""
-        config = self.config
-        if not config["controlled.shutdown.enable"] or self.replica_manager is None:
+        (Kafka's controlled shutdown): at most controlled.shutdown.max.retries tries, with
+        controlled.shutdown.retry.backoff.ms between them, each bounded by the channel's timeouts (the
+        ZooKeeper read of /controller, the connection, the request). When ZooKeeper does not answer the
+        rest is skipped, as a ZooKeeper timeout ends Kafka's: no controller can be found without it, and
+        the controller moves the leaderships anyway once this broker's registration goes."""
+        config, channel = self.config, self.controller_channel
+        if not config["controlled.shutdown.enable"] or self.replica_manager is None or channel is None:
             return
+        tries = config["controlled.shutdown.max.retries"]
+        backoff_ms = config["controlled.shutdown.retry.backoff.ms"]
         request = ControlledShutdownRequest(
             broker_id=self.broker_id, broker_epoch=self.replica_manager.broker_epoch
         )
-        for attempt in range(1, config["controlled.shutdown.max.retries"] + 1):
+        for attempt in range(1, tries + 1):
+            if attempt > 1:
+                log.info(
+                    "%s controlled shutdown: waiting %d ms before try %d of %d",
+                    self.prefix,
+                    backoff_ms,
+                    attempt,
+                    tries,
+                )
+                await asyncio.sleep(backoff_ms / 1000)
+            log.info(
+                "%s controlled shutdown: looking up the active controller in ZooKeeper (try %d of %d, "
+                "up to %g s)",
+                self.prefix,
+                attempt,
+                tries,
+                channel.zk_timeout,
+            )
             try:
-                response = await self.controller_channel.send(ApiKey.CONTROLLED_SHUTDOWN, 3, request)
+                controller = await channel.active_controller()
             except NoActiveControllerError:
                 log.info("%s no active controller: shutting down without moving leadership", self.prefix)
                 return
+            except ZooKeeperUnreachableError as e:
+                log.info("%s controlled shutdown: ZooKeeper unreachable (%s), skipping", self.prefix, e)
+                return
+            log.info(
+                "%s controlled shutdown: asking controller %d at %s:%d (try %d of %d, up to %g s)",
+                self.prefix,
+                controller.id,
+                controller.host,
+                controller.port,
+                attempt,
+                tries,
+                channel.request_timeout,
+            )
+            try:
+                response = await channel.send(ApiKey.CONTROLLED_SHUTDOWN, 3, request, controller)
             except (OSError, TimeoutError) as e:
-                response = None
-                log.warning("%s controlled shutdown attempt %d failed: %s", self.prefix, attempt, e)
-            if (
-                response is not None
-                and response.error_code == ErrorCode.NONE
-                and not response.remaining_partitions
-            ):
+                log.warning("%s controlled shutdown: try %d of %d failed: %s", self.prefix, attempt, tries, e)
+                continue
+            if response.error_code == ErrorCode.NONE and not response.remaining_partitions:
                 log.info("%s controlled shutdown succeeded", self.prefix)
                 return
-            if response is not None:
-                remaining = [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
-                log.info(
-                    "%s controlled shutdown attempt %d: error %s, still leading %s",
-                    self.prefix,
-                    attempt,
-                    ErrorCode(response.error_code).name,
-                    remaining,
-                )
-            await asyncio.sleep(config["controlled.shutdown.retry.backoff.ms"] / 1000)
-        log.warning("%s controlled shutdown did not complete; shutting down anyway", self.prefix)
+            log.info(
+                "%s controlled shutdown: try %d of %d: error %s, still leading %s",
+                self.prefix,
+                attempt,
+                tries,
+                ErrorCode(response.error_code).name,
+                [(p.topic_name, p.partition_index) for p in response.remaining_partitions],
+            )
+        log.warning(
+            "%s controlled shutdown did not complete in %d tries; shutting down anyway", self.prefix, tries
+        )
 
     async def shutdown(self) -> None:
+        """Controlled shutdown (bounded: see _controlled_shutdown), then the local shutdown, which waits
+        on nothing remote: tasks are cancelled, the logs flushed and closed with their checkpoints and
+        the clean shutdown marker, and the ZooKeeper session closed (kazoo gives up on a ZooKeeper it
+        cannot reach within max(session timeout, 10 s))."""
         log.info("%s shutting down", self.prefix)
         self._shutting_down = True
         try:
@@ -314,8 +361,10 @@ class KafkaServer:
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_manager is not None:
+            log.info("%s flushing and closing the logs (checkpoints, clean shutdown marker)", self.prefix)
             await asyncio.get_running_loop().run_in_executor(None, self.log_manager.shutdown)
         if self.zk is not None:
+            log.info("%s closing the ZooKeeper session", self.prefix)
             await self.zk.close()  # ends the session: the registration disappears at once
         log.info("%s shut down completed", self.prefix)
 

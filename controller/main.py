@@ -1,5 +1,10 @@
 """``samsa controller --config FILE [--override k=v ...] [--zookeeper host:port[/chroot]] [--id N]``: runs a
-controller until SIGTERM or SIGINT. Any number may run; one is active, the others stand by."""
+controller until SIGTERM or SIGINT. Any number may run; one is active, the others stand by.
+
+The shutdown is bounded (``ControllerServer.shutdown``); a second SIGTERM or SIGINT exits at once. Exit
+codes: 0 after a shutdown that completed; 1 for a configuration error, a failure, or a shutdown cut
+short by a second signal (Kafka's halt code).
+"""
 
 from __future__ import annotations
 

@@ -4,10 +4,15 @@ controller, started in order and stopped cleanly on SIGTERM/SIGINT.
 The listener reuses the broker's network layer (acceptor, processors, request channel, handler pool)
 with the controller's own request handler. It is bound before the election so that ``/controller`` can
 publish the port actually bound when the configured port is 0.
+
+Shutdown is bounded: the controller's own (the event in progress, then the resignation, which deletes
+``/controller``) gets zookeeper.connection.timeout.ms, Kafka's bound on waiting for ZooKeeper, since
+with ZooKeeper down its calls would wait for as long as it stays down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from broker.network.socket_server import SocketServer, run_until_signalled
@@ -51,7 +56,18 @@ class ControllerServer:
 
     async def shutdown(self) -> None:
         log.info("%s shutting down", self.prefix)
-        await self.controller.shutdown()
+        bound = self.config.connection_timeout_ms / 1000
+        log.info("%s finishing the event in progress and resigning (up to %g s)", self.prefix, bound)
+        try:
+            await asyncio.wait_for(self.controller.shutdown(), bound)
+        except TimeoutError:
+            # /controller is ephemeral: it goes with this process's ZooKeeper session.
+            log.info(
+                "%s did not finish and resign within %g s (ZooKeeper unreachable?), skipping",
+                self.prefix,
+                bound,
+            )
+        log.info("%s closing the listener and the ZooKeeper session", self.prefix)
         if self.socket_server is not None:
             await self.socket_server.shutdown()
         await self.zk.close()

@@ -1,4 +1,9 @@
-"""``samsa broker --config server.properties [--override key=value ...]``: runs a broker until SIGTERM."""
+"""``samsa broker --config server.properties [--override key=value ...]``: runs a broker until SIGTERM.
+
+SIGTERM or SIGINT starts a shutdown bounded by the configured timeouts (``KafkaServer.shutdown``); a
+second one exits at once. Exit codes: 0 after a shutdown that completed; 1 for a configuration error, a
+failed start, or a shutdown cut short by a second signal (Kafka's halt code).
+"""
 
 from __future__ import annotations
 

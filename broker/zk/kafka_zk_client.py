@@ -1,7 +1,7 @@
 """KafkaZkClient: the broker's operations on Kafka's ZooKeeper layout (Kafka's ``KafkaZkClient``).
 
-Bootstrapping the layout, the cluster id, and the broker's ephemeral registration, whose creation
-zxid is its broker epoch.
+Bootstrapping the layout, the cluster id, the broker's ephemeral registration, whose creation zxid is
+its broker epoch, and the reads that say which controller is the active one.
 """
 
 from __future__ import annotations
@@ -70,3 +70,21 @@ class KafkaZkClient:
                 continue
             log.info("registered broker %d at %s with broker epoch %d", registration.id, path, stat.czxid)
             return stat.czxid
+
+    async def get_controller_id(self) -> int | None:
+        """The active controller's id from ``/controller``; None while no controller is elected."""
+        found = await self.zk.get(znodes.CONTROLLER)
+        return None if found is None else znodes.decode_controller(found[0])
+
+    async def get_controller_epoch(self) -> int | None:
+        """``/controller_epoch``: the epoch of the latest controller elected; None before the first."""
+        found = await self.zk.get(znodes.CONTROLLER_EPOCH)
+        return None if found is None else znodes.decode_controller_epoch(found[0])
+
+    async def get_registered_broker_epoch(self, broker_id: int) -> int | None:
+        """The broker epoch (czxid) of ``/brokers/ids/<broker_id>`` if this session holds that
+        registration; None if the node is missing or another session's."""
+        found = await self.zk.get(znodes.broker_path(broker_id))
+        if found is None or found[1].ephemeralOwner != self.zk.session_id:
+            return None
+        return found[1].czxid

@@ -204,6 +204,15 @@ def decode_controller(data: bytes) -> int:
     return int(_load(data)["brokerid"])
 
 
+def encode_controller_epoch(epoch: int) -> bytes:
+    """Kafka's /controller_epoch: the epoch as a decimal number, no JSON."""
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
 def decode_controller_endpoint(data: bytes) -> tuple[str, int] | None:
     """(host, port) of the active controller's first listener, if /controller names one."""
     endpoints = _load(data).get("endpoints") or []

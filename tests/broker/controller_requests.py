@@ -1,11 +1,54 @@
 """The controller's requests to a broker, built for tests of the broker's side of the contract (what a
-broker does with LeaderAndIsr, UpdateMetadata and StopReplica, and how it fences stale ones)."""
+broker does with LeaderAndIsr, UpdateMetadata and StopReplica, and how it fences stale ones), and the
+ZooKeeper state that makes a test the active controller: a broker accepts these requests only from the
+controller ``/controller`` and ``/controller_epoch`` name, for the epoch of its own registration."""
 
 from __future__ import annotations
 
 import uuid
 
+from kazoo.client import KazooClient
+
+from broker.zk import znodes
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+
+FAKE_CONTROLLER_ID = 9001
+
+
+def _kazoo(zookeeper: str) -> KazooClient:
+    zk = KazooClient(zookeeper)
+    zk.start(timeout=10)
+    return zk
+
+
+def become_controller(zookeeper: str, controller_id: int = FAKE_CONTROLLER_ID, epoch: int = 1) -> None:
+    """Writes ``/controller`` and ``/controller_epoch`` (in ``zookeeper``, a connect string with the
+    cluster's chroot) as a controller's election would: the test is then the active controller."""
+    zk = _kazoo(zookeeper)
+    try:
+        transaction = zk.transaction()
+        if zk.exists(znodes.CONTROLLER):
+            transaction.delete(znodes.CONTROLLER)
+        transaction.create(znodes.CONTROLLER, znodes.encode_controller(controller_id))
+        if zk.exists(znodes.CONTROLLER_EPOCH):
+            transaction.set_data(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(epoch))
+        else:
+            transaction.create(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(epoch))
+        assert not any(isinstance(r, Exception) for r in transaction.commit())
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def read_broker_epoch(zookeeper: str, broker_id: int) -> int:
+    """The broker's epoch: the czxid of its registration, which the controller reads and sends."""
+    zk = _kazoo(zookeeper)
+    try:
+        _, stat = zk.get(znodes.broker_path(broker_id))
+        return stat.czxid
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def leader_and_isr(
@@ -14,7 +57,7 @@ def leader_and_isr(
     *,
     leader_epoch: int = 0,
     controller_epoch: int = 1,
-    controller_id: int = 9001,
+    controller_id: int = FAKE_CONTROLLER_ID,
     topic_id: uuid.UUID | None = None,
     broker_epoch: int = -1,
 ) -> LeaderAndIsrRequest:
@@ -52,9 +95,10 @@ def update_metadata(
     *,
     leader_epoch: int = 0,
     controller_epoch: int = 1,
-    controller_id: int = 9001,
+    controller_id: int = FAKE_CONTROLLER_ID,
     topic_id: uuid.UUID | None = None,
     leader: int | None = None,
+    broker_epoch: int = -1,
 ) -> UpdateMetadataRequest:
     states = [
         UpdateMetadataRequest.UpdateMetadataPartitionState(
@@ -71,6 +115,7 @@ def update_metadata(
     return UpdateMetadataRequest(
         controller_id=controller_id,
         controller_epoch=controller_epoch,
+        broker_epoch=broker_epoch,
         topic_states=[
             UpdateMetadataRequest.UpdateMetadataTopicState(
                 topic_name=topic, topic_id=topic_id or uuid.uuid4(), partition_states=states
@@ -91,11 +136,19 @@ def update_metadata(
 
 
 def stop_replica(
-    topic: str, partitions: list[int], *, delete: bool, leader_epoch: int = -2, controller_epoch: int = 1
+    topic: str,
+    partitions: list[int],
+    *,
+    delete: bool,
+    leader_epoch: int = -2,
+    controller_epoch: int = 1,
+    controller_id: int = FAKE_CONTROLLER_ID,
+    broker_epoch: int = -1,
 ) -> StopReplicaRequest:
     return StopReplicaRequest(
-        controller_id=9001,
+        controller_id=controller_id,
         controller_epoch=controller_epoch,
+        broker_epoch=broker_epoch,
         topic_states=[
             StopReplicaRequest.StopReplicaTopicState(
                 topic_name=topic,
