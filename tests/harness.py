@@ -258,6 +258,24 @@ def fetch_request(
     )
 
 
+def produce_request(
+    topic: str, records: bytes, partition: int = 0, *, acks: int = -1, timeout_ms: int = 5000
+) -> Any:
+    """A Produce of ``records`` (encoded batches) to one partition."""
+    from protocol.messages import ProduceRequest
+
+    return ProduceRequest(
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=records)],
+            )
+        ],
+    )
+
+
 class ControllerProcess(ServerProcess):
     """A ``samsa controller`` (it logs nothing when it merely stands by, so readiness is its port)."""
 

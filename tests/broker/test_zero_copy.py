@@ -16,8 +16,7 @@ import pytest
 
 from protocol import record_batch
 from protocol.api import ApiKey
-from protocol.messages import ProduceRequest
-from tests.harness import Cluster, RawClient, fetch_request
+from tests.harness import Cluster, RawClient, fetch_request, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -33,16 +32,7 @@ def _produce(bootstrap: str, topic: str) -> None:
         for _ in range(BATCHES):
             now = int(time.time() * 1000)
             batch = record_batch.encode_batch([record_batch.Record(0, now, None, VALUE)], base_offset=0)
-            request = ProduceRequest(
-                acks=1,
-                timeout_ms=5000,
-                topic_data=[
-                    ProduceRequest.TopicProduceData(
-                        name=topic,
-                        partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)],
-                    )
-                ],
-            )
+            request = produce_request(topic, batch, acks=1)
             answer = client.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0]
             assert answer.error_code == 0, answer
     finally:

@@ -16,8 +16,8 @@ from protocol import record_batch as rb
 from protocol.api import ApiKey
 from protocol.compression import ZSTD
 from protocol.errors import ErrorCode
-from protocol.messages import ListOffsetsRequest, ProduceRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import ListOffsetsRequest
+from tests.harness import Cluster, RawClient, produce_request
 from tests.hostile.conftest import Bystander
 
 pytestmark = pytest.mark.integration
@@ -40,16 +40,9 @@ def _claiming(buf: bytearray, attributes: int) -> bytes:
 
 
 def _produce(client: RawClient, records: bytes) -> object:
-    request = ProduceRequest(
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)]
-            )
-        ],
+    return (
+        client.request(ApiKey.PRODUCE, 9, produce_request(TOPIC, records)).responses[0].partition_responses[0]
     )
-    return client.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0]
 
 
 def _log_end_offset(client: RawClient) -> int:

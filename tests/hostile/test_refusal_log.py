@@ -13,25 +13,13 @@ from broker.refusals import BURST, PER_SECOND
 from protocol import record_batch as rb
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import MetadataRequest, ProduceRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import MetadataRequest
+from tests.harness import Cluster, RawClient, produce_request
 from tests.hostile.conftest import Bystander
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "target"
-
-
-def _produce_request(records: bytes) -> ProduceRequest:
-    return ProduceRequest(
-        acks=1,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=TOPIC, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)]
-            )
-        ],
-    )
 
 
 def _bad_crc() -> bytes:
@@ -50,7 +38,7 @@ def test_each_refused_request_is_logged_with_peer_client_api_and_error(one_broke
     local_port = client.sock.getsockname()[1]
     too_large = rb.encode_batch([rb.Record(0, 0, None, b"v" * 1_100_000, [])], base_offset=0)
     for records, error in ((_bad_crc(), ErrorCode.CORRUPT_MESSAGE), (too_large, ErrorCode.MESSAGE_TOO_LARGE)):
-        response = client.request(ApiKey.PRODUCE, 9, _produce_request(records))
+        response = client.request(ApiKey.PRODUCE, 9, produce_request(TOPIC, records))
         assert response.responses[0].partition_responses[0].error_code == error
     metadata = client.request(
         ApiKey.METADATA, 9, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="no good!")])
@@ -71,7 +59,7 @@ def test_each_refused_request_is_logged_with_peer_client_api_and_error(one_broke
 def test_a_flood_of_refused_requests_is_rate_limited(one_broker: Cluster, bystander: Bystander) -> None:
     one_broker.create_topic(TOPIC, 1)
     client = RawClient(one_broker.bootstrap)
-    request = _produce_request(_bad_crc())
+    request = produce_request(TOPIC, _bad_crc())
     started = time.monotonic()
     for _ in range(2000):
         response = client.request(ApiKey.PRODUCE, 9, request)

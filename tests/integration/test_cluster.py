@@ -12,8 +12,8 @@ import pytest
 
 from protocol import record_batch
 from protocol.api import ApiKey
-from protocol.messages import MetadataRequest, ProduceRequest
-from tests.harness import Cluster, RawClient, fetch_request
+from protocol.messages import MetadataRequest
+from tests.harness import Cluster, RawClient, fetch_request, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -32,16 +32,7 @@ def _produce(bootstrap: str, topic: str, partition: int, value: bytes) -> object
     batch = record_batch.encode_batch(
         [record_batch.Record(0, int(time.time() * 1000), b"k", value)], base_offset=0
     )
-    request = ProduceRequest(
-        acks=1,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic,
-                partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)],
-            )
-        ],
-    )
+    request = produce_request(topic, batch, partition, acks=1)
     client = RawClient(bootstrap)
     response = client.request(ApiKey.PRODUCE, 9, request)
     client.close()

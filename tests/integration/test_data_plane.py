@@ -10,8 +10,8 @@ import pytest
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest
-from tests.harness import Cluster, RawClient
+from protocol.messages import InitProducerIdRequest, ListOffsetsRequest, MetadataRequest
+from tests.harness import Cluster, RawClient, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -27,15 +27,7 @@ def _leader(cluster: Cluster, topic: str) -> RawClient:
 
 
 def _produce(client: RawClient, topic: str, batch: bytes, version: int = 9) -> object:
-    request = ProduceRequest(
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
-            )
-        ],
-    )
+    request = produce_request(topic, batch)
     return client.request(ApiKey.PRODUCE, version, request).responses[0].partition_responses[0]
 
 

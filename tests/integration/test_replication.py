@@ -13,8 +13,8 @@ import pytest
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import MetadataRequest, ProduceRequest
-from tests.harness import Cluster, RawClient, fetch_request
+from protocol.messages import MetadataRequest
+from tests.harness import Cluster, RawClient, fetch_request, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -46,15 +46,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], acks: int = -1) ->
     batch = record_batch.encode_batch(
         [record_batch.Record(i, now, None, v) for i, v in enumerate(values)], base_offset=0
     )
-    request = ProduceRequest(
-        acks=acks,
-        timeout_ms=3000,
-        topic_data=[
-            ProduceRequest.TopicProduceData(
-                name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
-            )
-        ],
-    )
+    request = produce_request(topic, batch, acks=acks, timeout_ms=3000)
     client = RawClient(bootstrap, timeout=10)
     response = client.request(ApiKey.PRODUCE, 9, request).responses[0].partition_responses[0]
     client.close()
