@@ -166,6 +166,8 @@ BROKER_CONFIG = (
     .define("num.io.threads", _I, 8, _POSITIVE)
     .define("background.threads", _I, 10, _POSITIVE)
     .define("queued.max.requests", _I, 500, _POSITIVE)
+    # Kafka's default is -1 (unbounded); Samsa bounds it (docs/architecture.md, Configuration).
+    .define("queued.max.request.bytes", _L, 104857600)
     .define("socket.send.buffer.bytes", _I, -1)
     .define("socket.receive.buffer.bytes", _I, -1)
     .define("socket.request.max.bytes", _I, 104857600, _POSITIVE)

@@ -1,4 +1,5 @@
-"""FrameBuffers: anonymous mappings for frames too large for a connection's stage, used again.
+"""The buffers connections receive into: ``StagingBuffers`` for small frames, ``FrameBuffers`` for
+frames too large for a stage. Both are anonymous mappings, used again.
 
 A frame of a megabyte or more (a librdkafka Produce, a replica Fetch response) received into a fresh
 anonymous mapping costs a page fault for every 4 KiB the socket writes into it, the kernel zeroing each
@@ -10,6 +11,11 @@ each memoryview holds a reference to the mapping, so a mapping whose only refere
 free. A fresh mapping still costs memory only as bytes arrive, so a client announcing a huge frame and
 sending it slowly does not pin its full size; the pool keeps at most ``max_bytes`` of mappings, and
 frames beyond that get mappings of their own, unmapped when dropped.
+
+A connection holds a stage only while part of a frame waits in it: an idle connection holds none, so
+thousands of idle connections cost no buffers. Stages are mappings rather than heap blocks so that
+memory given back is returned to the system (freed 64 KiB heap blocks mostly stay with the process);
+a processor keeps a few idle ones to hand out without a system call or page faults.
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from __future__ import annotations
 import mmap
 import sys
 
+STAGE_SIZE = 64 * 1024
+# Idle stages a processor keeps: enough for the connections that hand theirs back and take one again
+# read after read, few enough that closed connections' stages are mostly returned to the system.
+_IDLE_STAGES = 16
 _GRANULE = 1 << 20  # sizes are rounded up to this, so frames of nearly the same size share mappings
 # References to a pooled mapping when nobody else holds one: the pool's list, the loop variable, and
 # getrefcount's own argument.
@@ -60,3 +70,27 @@ class FrameBuffers:
             self._pooled.append(buffer)
             self._pooled_bytes += length
         return buffer
+
+
+class StagingBuffers:
+    """The stages of one event loop's connections: ``STAGE_SIZE`` bytes each (not thread-safe)."""
+
+    def __init__(self, keep: int = _IDLE_STAGES) -> None:
+        self.keep = keep
+        self._idle: list[memoryview] = []
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    def take(self) -> memoryview:
+        """A stage to receive into (its contents are not cleared)."""
+        if self._idle:
+            return self._idle.pop()
+        return memoryview(mmap.mmap(-1, STAGE_SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS))
+
+    def give_back(self, stage: memoryview) -> None:
+        """Takes back a stage nothing refers to any more; beyond ``keep`` idle ones it is dropped, and
+        its mapping unmapped once the last view of it goes."""
+        if len(self._idle) < self.keep:
+            self._idle.append(stage)

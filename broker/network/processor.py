@@ -1,13 +1,15 @@
 """Processors and their connections: framing, request decoding, and responses in request order.
 
 A ``Processor`` owns a share of the broker's connections (the acceptor deals them out round-robin). Each
-``Connection`` reads frames straight into their own buffer (a large Produce is received into one
-writable buffer from the processor's ``FrameBuffers`` that later becomes the log append, with no
-intermediate copy), decodes the header and
-body, and queues the request. Requests of one connection reach the handlers one at a time, in order
-(as Kafka mutes a channel while a request is in flight), but a handler may park its response (a
-long-poll Fetch, an acks=all Produce) and let the next request in; responses are still written in
-request order. Bad input is logged with the peer and closes the connection.
+``Connection`` reads small frames into a stage it borrows from the processor's ``StagingBuffers`` only
+while part of a frame waits in it, and a large frame straight into a buffer of its own (a large
+Produce is received into one writable buffer from the processor's ``FrameBuffers`` that later becomes
+the log append, with no intermediate copy) once the broker's ``MemoryPool`` (queued.max.request.bytes)
+has room for it, not reading meanwhile; it decodes the header and body, and queues the request.
+Requests of one connection reach the handlers one at a time, in order (as Kafka mutes a channel while
+a request is in flight), but a handler may park its response (a long-poll Fetch, an acks=all Produce)
+and let the next request in; responses are still written in request order. Bad input is logged with
+the peer and closes the connection, and so does a request left half sent (``close_stalled``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from broker.network.frame_buffers import FrameBuffers
+from broker.network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
+from broker.network.memory_pool import MemoryPool
 from broker.network.request_channel import Request, RequestChannel
 from broker.network.send import FileRegion
 from protocol.api import Api, ApiKey
@@ -30,7 +33,6 @@ from protocol.primitives import DecodeError, EncodeError
 
 log = logging.getLogger(__name__)
 
-_STAGE_SIZE = 64 * 1024
 # Requests read from one connection but not yet answered before it stops reading more: the client has
 # pipelined far ahead of us (Kafka reads one at a time; a little pipelining keeps the handlers busy).
 _MAX_PENDING_REQUESTS = 64
@@ -52,12 +54,13 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
         self.closed = False
-        self._stage = bytearray(_STAGE_SIZE)
-        self._stage_view = memoryview(self._stage)
+        self._stage: memoryview | None = None  # held only while part of a frame waits in it
         self._start = 0
         self._end = 0
         self._frame: memoryview | None = None  # a frame too large for the stage, being filled
         self._frame_fill = 0
+        self._reserved = 0  # bytes of the processor's MemoryPool held for the frame being received
+        self._awaiting_memory = False  # a large frame's header is staged; the pool has no room yet
         self._pending: deque[Request] = deque()  # every unanswered request, in arrival order
         self._backlog: deque[Request] = deque()  # decoded requests not yet handed to the handlers
         self._in_handler = False
@@ -82,6 +85,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release_buffers()
         self.processor.unregister(self)
         log.debug("connection from %s closed%s", self.peer, f": {exc}" if exc else "")
 
@@ -101,9 +105,12 @@ class Connection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
             return self._frame[self._frame_fill :]
-        if self._end == _STAGE_SIZE:
+        stage = self._stage
+        if stage is None:
+            stage = self._stage = self.processor.stages.take()
+        elif self._end == STAGE_SIZE:
             self._compact()
-        return self._stage_view[self._end :]
+        return stage[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
@@ -122,17 +129,20 @@ class Connection(asyncio.BufferedProtocol):
     # -- framing --------------------------------------------------------------------------------
 
     def _compact(self) -> None:
+        assert self._stage is not None
         n = self._end - self._start
         self._stage[:n] = self._stage[self._start : self._end]
         self._start, self._end = 0, n
 
     def _read_frames(self) -> None:
         max_size = self.processor.max_request_size
+        stage = self._stage
+        assert stage is not None
         while not self.closed:
             available = self._end - self._start
             if available < 4:
                 break
-            size = int.from_bytes(self._stage[self._start : self._start + 4], "big", signed=True)
+            size = int.from_bytes(stage[self._start : self._start + 4], "big", signed=True)
             if size <= 0 or size > max_size:
                 self.processor.reject(
                     self,
@@ -142,25 +152,68 @@ class Connection(asyncio.BufferedProtocol):
             begin = self._start + 4
             if available - 4 >= size:
                 self._start = begin + size
-                self.processor.process_frame(self, self._stage[begin : self._start])
-            elif 4 + size <= _STAGE_SIZE:
-                if self._start + 4 + size > _STAGE_SIZE:
+                # A copy: the stage is used again, and the log append patches batches in place.
+                self.processor.process_frame(self, bytearray(stage[begin : self._start]))
+            elif 4 + size <= STAGE_SIZE:
+                if self._start + 4 + size > STAGE_SIZE:
                     self._compact()
                 break
             else:
-                # Large frame: receive the rest straight into a buffer of exactly its size.
-                frame = self.processor.frame_buffers.take(size)
-                have = available - 4
-                frame[:have] = self._stage_view[begin : self._end]
-                self._frame, self._frame_fill = frame, have
-                self._start = self._end = 0
+                if self.processor.memory.reserve(self, size):
+                    self._receive_large_frame(size)
+                else:
+                    self._awaiting_memory = True
+                    self._update_reading()
                 return
         if self._start == self._end:
-            self._start = self._end = 0
+            self._give_back_stage()
+
+    def _receive_large_frame(self, size: int) -> None:
+        """Moves what the stage holds of the frame at ``_start`` (``size`` bytes, reserved) into a
+        buffer of exactly its size, which receives the rest."""
+        stage = self._stage
+        assert stage is not None
+        self._reserved = size
+        frame = self.processor.frame_buffers.take(size)
+        begin = self._start + 4
+        have = self._end - begin
+        frame[:have] = stage[begin : self._end]
+        self._frame, self._frame_fill = frame, have
+        self._give_back_stage()
+
+    def _give_back_stage(self) -> None:
+        self._start = self._end = 0
+        if self._stage is not None:
+            self.processor.stages.give_back(self._stage)
+            self._stage = None
+
+    def memory_granted(self, size: int) -> None:
+        """The MemoryPool has reserved ``size`` bytes for the frame this connection waits to receive."""
+        self._awaiting_memory = False
+        if self.closed:  # connection_lost is still to come, and releases it
+            self._reserved = size
+            return
+        self._receive_large_frame(size)
+        self._update_reading()
+
+    def _release_buffers(self) -> None:
+        """Gives back what a closed connection holds: its stage, its frame, and the reservations of its
+        partly received frame and of the requests that will now never be handled."""
+        memory = self.processor.memory
+        memory.cancel(self)
+        reserved = self._reserved + sum(request.reserved for request in self._backlog)
+        self._reserved = 0
+        self._backlog.clear()
+        self._frame = None
+        self._give_back_stage()
+        if reserved:
+            memory.release(reserved)
 
     # -- requests and responses -----------------------------------------------------------------
 
     def enqueue(self, request: Request) -> None:
+        # A frame's reservation passes to its request, released once the request has been handled.
+        request.reserved, self._reserved = self._reserved, 0
         self._pending.append(request)
         self._backlog.append(request)
         self._dispatch_next()
@@ -178,6 +231,9 @@ class Connection(asyncio.BufferedProtocol):
     def handled(self, request: Request) -> None:
         """The handler is done with ``request`` (its response may still be pending): let the next one in."""
         self._in_handler = False
+        if request.reserved:
+            self.processor.memory.release(request.reserved)
+            request.reserved = 0
         self._dispatch_next()
 
     def complete(self, request: Request, body: Message | None) -> None:
@@ -249,7 +305,9 @@ class Connection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._writing_paused or len(self._pending) >= _MAX_PENDING_REQUESTS
+        should_pause = (
+            self._writing_paused or self._awaiting_memory or len(self._pending) >= _MAX_PENDING_REQUESTS
+        )
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -260,6 +318,16 @@ class Connection(asyncio.BufferedProtocol):
     @property
     def idle(self) -> bool:
         return not self._pending
+
+    def stalled(self, deadline: float) -> bool:
+        """Part of a frame has arrived and nothing since ``deadline``, though this connection was not
+        held back by the broker (waiting for memory, or too many requests unanswered)."""
+        return (
+            (self._frame is not None or self._end > self._start)
+            and self.last_active < deadline
+            and not self._awaiting_memory
+            and len(self._pending) < _MAX_PENDING_REQUESTS
+        )
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:
@@ -277,13 +345,18 @@ class Processor:
         supported: Callable[[int], tuple[Api, int, int] | None],
         max_request_size: int,
         on_close: Callable[[str], None],
+        memory: MemoryPool | None = None,
     ) -> None:
+        """``memory`` is the pool shared by the server's processors (unbounded when not given)."""
         self.id = processor_id
         self.channel = channel
         self._supported = supported
         self.max_request_size = max_request_size
         self._on_close = on_close
+        self.memory = memory if memory is not None else MemoryPool(-1)
         self.connections: set[Connection] = set()
+        self.closed_connections = 0  # since the start
+        self.stages = StagingBuffers()
         self.frame_buffers = FrameBuffers()
         self._tasks: set[asyncio.Task] = set()
 
@@ -314,6 +387,7 @@ class Processor:
     def unregister(self, connection: Connection) -> None:
         if connection in self.connections:
             self.connections.discard(connection)
+            self.closed_connections += 1
             self._on_close(connection.client_ip)
 
     def reject(self, connection: Connection, reason: str) -> None:
@@ -354,6 +428,19 @@ class Processor:
             if connection.idle and connection.last_active < deadline:
                 log.debug(
                     "closing connection from %s: idle for over %.0f s", connection.peer, max_idle_seconds
+                )
+                connection.close()
+
+    def close_stalled(self, max_stall_seconds: float) -> None:
+        """Closes connections that sent part of a request and nothing more for ``max_stall_seconds``:
+        the partial frame holds its stage or its reservation, and its client has given up on it."""
+        deadline = time.monotonic() - max_stall_seconds
+        for connection in list(self.connections):
+            if connection.stalled(deadline):
+                log.warning(
+                    "closing connection from %s: it sent part of a request and nothing more for %.0f s",
+                    connection.peer,
+                    max_stall_seconds,
                 )
                 connection.close()
 

@@ -29,6 +29,8 @@ class Request:
     size: int
     requested_version: int  # differs from ``version`` only for an unsupported ApiVersions, answered in v0
     received_at: float = field(default_factory=time.monotonic)
+    # Bytes of queued.max.request.bytes its frame holds until it has been handled (0: a small frame).
+    reserved: int = 0
     # Filled in by the connection: the encoded response (None: nothing to send) once it is complete.
     response: list | None = None
     completed: bool = False

@@ -1,27 +1,44 @@
 """SocketServer: the network half of a Samsa server process (a broker or a controller).
 
-It binds an acceptor per listener, creates the processors, the request channel and the handler pool
-feeding the process's request handler, and closes idle connections. ``start_processing`` lets
+It binds an acceptor per listener, creates the processors, the memory pool they share
+(``queued.max.request.bytes``), the request channel and the handler pool feeding the process's request
+handler, closes idle connections and those that leave a request half sent, and hands the memory of
+closed connections back to the system. ``start_processing`` lets
 requests in (a broker does that only once it is registered); ``shutdown`` stops accepting, closes the
-connections and stops the handlers.
+connections and stops the handlers. ``run_until_signalled`` runs a server process from its start to
+SIGTERM or SIGINT and its shutdown; a second signal ends it at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 from broker.config import ServerConfig
 from broker.handler_pool import KafkaRequestHandlerPool, RequestHandler
 from broker.network.acceptor import Acceptor, ConnectionQuotas
+from broker.network.memory_pool import MemoryPool
 from broker.network.processor import Processor
 from broker.network.request_channel import RequestChannel
 from broker.tasks import cancel_and_wait
 from protocol.api import Api
 
 log = logging.getLogger(__name__)
+
+# A connection that sent part of a request and nothing more for this long is closed: the default
+# request.timeout.ms of Kafka's clients, after which the client has given up on that request (and Kafka
+# itself, which has no such limit, keeps it for connections.max.idle.ms, pinning its buffer meanwhile).
+STALLED_REQUEST_SECONDS = 30.0
+# After this many connections have closed, the C heap's free pages are handed back to the system. A
+# closed connection's objects go back to malloc's free lists, which glibc returns to the system only
+# from the top of the heap: 2,000 closed connections otherwise leave ~8 MB with the process for good.
+_TRIM_AFTER_CLOSED_CONNECTIONS = 256
+_malloc_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; absent elsewhere
 
 
 class SocketServer:
@@ -33,15 +50,17 @@ class SocketServer:
         *,
         max_idle_ms: int = -1,
         per_ip_overrides: dict[str, int] | None = None,
+        queued_max_request_bytes: int = -1,
     ) -> None:
         self._max_idle_ms = max_idle_ms
+        self.memory = MemoryPool(queued_max_request_bytes)
         channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, handler, config["num.io.threads"])
         quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"], per_ip_overrides or {}
         )
         self.processors = [
-            Processor(i, channel, supported, config["socket.request.max.bytes"], quotas.closed)
+            Processor(i, channel, supported, config["socket.request.max.bytes"], quotas.closed, self.memory)
             for i in range(config["num.network.threads"])
         ]
         self.acceptors = [
@@ -55,7 +74,8 @@ class SocketServer:
             )
             for endpoint in config.listeners
         ]
-        self._idle_task: asyncio.Task | None = None
+        self._housekeeping: asyncio.Task | None = None
+        self._closed_at_trim = 0
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -69,35 +89,66 @@ class SocketServer:
         self._handler_pool.start()
         for acceptor in self.acceptors:
             acceptor.start()
-        if self._max_idle_ms >= 0:
-            self._idle_task = asyncio.get_running_loop().create_task(self._close_idle_connections())
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
 
-    async def _close_idle_connections(self) -> None:
-        interval = min(max(self._max_idle_ms / 10_000, 0.05), 30.0)
+    async def _housekeep(self) -> None:
+        interval = STALLED_REQUEST_SECONDS / 6
+        if self._max_idle_ms >= 0:
+            interval = min(max(self._max_idle_ms / 10_000, 0.05), interval)
         while True:
             await asyncio.sleep(interval)
             for processor in self.processors:
-                processor.close_idle(self._max_idle_ms / 1000)
+                if self._max_idle_ms >= 0:
+                    processor.close_idle(self._max_idle_ms / 1000)
+                processor.close_stalled(STALLED_REQUEST_SECONDS)
+            closed = sum(processor.closed_connections for processor in self.processors)
+            if closed - self._closed_at_trim >= _TRIM_AFTER_CLOSED_CONNECTIONS and _malloc_trim is not None:
+                self._closed_at_trim = closed
+                _malloc_trim(0)
 
     async def shutdown(self) -> None:
         for acceptor in self.acceptors:
             await acceptor.close()
-        await cancel_and_wait([self._idle_task])
+        await cancel_and_wait([self._housekeeping])
         for processor in self.processors:
             processor.close_all()
         await self._handler_pool.shutdown()
 
 
+# The exit code when a second SIGTERM or SIGINT cuts a start or a shutdown short: Kafka halts with 1
+# when its shutdown cannot finish. The logs are then recovered at the next start, as after a crash.
+FORCED_EXIT_CODE = 1
+
+
 async def run_until_signalled(
     startup: Callable[[], Awaitable[None]], shutdown: Callable[[], Awaitable[None]]
 ) -> None:
-    """Starts, serves until SIGTERM or SIGINT, then shuts down (also when the start fails midway)."""
+    """Starts, serves until SIGTERM or SIGINT, then shuts down (also when the start fails midway). A
+    second SIGTERM or SIGINT, while it starts or shuts down, exits at once with FORCED_EXIT_CODE."""
     stopped = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stopped.is_set():
+            log.warning(
+                "%s received again: exiting at once (code %d) without finishing", sig.name, FORCED_EXIT_CODE
+            )
+            _halt(FORCED_EXIT_CODE)
+        log.info("%s received: shutting down (a second SIGTERM or SIGINT exits at once)", sig.name)
+        stopped.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopped.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
         await startup()
         await stopped.wait()
     finally:
         await shutdown()
+
+
+def _halt(code: int) -> NoReturn:
+    """Ends the process now, as Kafka's Exit.halt: no cleanup and no waiting for threads (kazoo's, the
+    executor's), which are what a stuck shutdown waits on. The log is flushed first to keep the reason."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(code)

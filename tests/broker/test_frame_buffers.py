@@ -1,6 +1,7 @@
 """FrameBuffers: a mapping is handed out again only when nothing refers to it, and the pool stays within
-its byte budget; a broker receiving large Produce frames reuses them. Tests hold mappings by weak
-reference: a strong one would itself keep a mapping in use."""
+its byte budget; a broker receiving large Produce frames reuses them. StagingBuffers keep a few idle
+stages and unmap the rest. Tests hold mappings by weak reference: a strong one would itself keep a
+mapping in use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import gc
 import weakref
 from pathlib import Path
 
-from broker.network.frame_buffers import FrameBuffers
+from broker.network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -64,6 +65,19 @@ def test_the_pool_keeps_at_most_its_budget_and_frames_beyond_it_get_mappings_of_
     two_mapping = weakref.ref(two.obj)
     del two
     assert pool.take(2 * MiB).obj is two_mapping()
+
+
+def test_stages_are_used_again_and_those_beyond_the_idle_ones_kept_are_unmapped() -> None:
+    stages = StagingBuffers(keep=2)
+    taken = [stages.take() for _ in range(3)]
+    assert [len(stage) for stage in taken] == [STAGE_SIZE] * 3
+    mappings = [weakref.ref(stage.obj) for stage in taken]
+    for stage in taken:
+        stages.give_back(stage)
+    del taken, stage
+    gc.collect()
+    assert stages.idle == 2 and mappings[2]() is None
+    assert stages.take().obj is mappings[1]()
 
 
 def _minor_faults(pid: int) -> int:
