@@ -37,6 +37,7 @@ class Bystander:
         self._seen = _Seen()
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._flushed = threading.Event()  # the producer has stopped and has every answer it will get
         self._threads = [
             threading.Thread(target=self._produce, name="bystander-producer", daemon=True),
             threading.Thread(target=self._consume, name="bystander-consumer", daemon=True),
@@ -90,6 +91,7 @@ class Bystander:
             producer.poll(self.interval)
         if producer.flush(20) != 0:
             self._error("the producer could not flush its last values in 20 s")
+        self._flushed.set()
 
     def _consume(self) -> None:
         consumer = Consumer(
@@ -107,8 +109,11 @@ class Bystander:
             while True:
                 if self._stop.is_set():
                     drained_at = drained_at or time.monotonic()
+                    # Acknowledgements still arrive while the producer flushes: wait for all of them.
                     with self._lock:
-                        done = self._seen.acked.keys() <= self._seen.consumed.keys()
+                        done = (
+                            self._flushed.is_set() and self._seen.acked.keys() <= self._seen.consumed.keys()
+                        )
                     if done or time.monotonic() - drained_at > 20:
                         return
                 msg = consumer.poll(0.05)
