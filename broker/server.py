@@ -147,7 +147,6 @@ class KafkaServer:
             self.apis.supported,
             max_idle_ms=config["connections.max.idle.ms"],
             per_ip_overrides=config.max_connections_per_ip_overrides,
-            queued_max_request_bytes=config["queued.max.request.bytes"],
         )
         endpoints: dict[str, BrokerEndpoint] = {}
         protocols: dict[str, str] = {}

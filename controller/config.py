@@ -62,6 +62,8 @@ CONTROLLER_CONFIG = (
     .define("num.network.threads", _I, 3, _POSITIVE)
     .define("num.io.threads", _I, 8, _POSITIVE)
     .define("queued.max.requests", _I, 500, _POSITIVE)
+    # As the broker's: Kafka's default is -1 (unbounded) (docs/architecture.md, Configuration).
+    .define("queued.max.request.bytes", _L, 104857600)
     .define("socket.send.buffer.bytes", _I, 102400)
     .define("socket.receive.buffer.bytes", _I, 102400)
     .define("socket.request.max.bytes", _I, 104857600, _POSITIVE)

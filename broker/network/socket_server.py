@@ -50,10 +50,9 @@ class SocketServer:
         *,
         max_idle_ms: int = -1,
         per_ip_overrides: dict[str, int] | None = None,
-        queued_max_request_bytes: int = -1,
     ) -> None:
         self._max_idle_ms = max_idle_ms
-        self.memory = MemoryPool(queued_max_request_bytes)
+        self.memory = MemoryPool(config["queued.max.request.bytes"])
         channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, handler, config["num.io.threads"])
         quotas = ConnectionQuotas(
