@@ -546,7 +546,7 @@ class KafkaApis:
         fenced = await self._fenced(request)
         if fenced is None:
             return None
-        error, errors, topic_ids = self.replica_manager.become_leader_or_follower(
+        error, errors, topic_ids = await self.replica_manager.become_leader_or_follower(
             request.body, request.version, fenced
         )
         if request.version < 5:
@@ -586,7 +586,7 @@ class KafkaApis:
         fenced = await self._fenced(request)
         if fenced is None:
             return None
-        error, errors = self.replica_manager.stop_replicas(request.body, request.version, fenced)
+        error, errors = await self.replica_manager.stop_replicas(request.body, request.version, fenced)
         return StopReplicaResponse(
             error_code=error,
             partition_errors=[

@@ -2,7 +2,9 @@
 
 It applies the controller's LeaderAndIsr and StopReplica once ``check_controller`` has confirmed,
 through the ZooKeeper-backed ``ControllerFence``, that they come from the active controller for this
-broker's current epoch (stale leader epochs it fences itself). It appends producers' batches to the
+broker's current epoch (stale leader epochs it fences itself), one request at a time, in slices that
+yield to the event loop, the logs of new partitions created on threads of their own, and logs a few
+summary lines per request however many partitions it names. It appends producers' batches to the
 leaders' logs (acks=all waits in the produce purgatory until the high watermark passes the records),
 serves fetches (a fetch that finds too little data waits in the fetch purgatory until an append or a
 high-watermark move brings enough, or its max wait ends), moves log start offsets for DeleteRecords
@@ -11,10 +13,12 @@ high-watermark move brings enough, or its max wait ends), moves log start offset
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +30,9 @@ from broker.replica_fetcher import ReplicaFetcherManager
 from broker.zk.controller_fence import ControllerFence, Refusal
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Message
-from storage.errors import StorageError
+from storage.errors import KafkaStorageError, StorageError
 from storage.fetch import FetchDataInfo
+from storage.log import Log
 from storage.log_manager import LogManager
 from storage.producer_state import AppendOrigin
 
@@ -36,6 +41,14 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 DELETE_WHATEVER_THE_EPOCH = -2  # StopReplica's leader epoch sentinel
 DEBUGGING_CONSUMER_ID = -2  # Fetch's replica id of tools that read any replica (replica-verification)
+# Partitions of a LeaderAndIsr whose new logs are prepared together before the loop applies them.
+LOG_PREPARATION_BATCH = 200
+# Threads preparing new logs: creating one is mostly metadata I/O under the log manager's lock, but a
+# new leader's log also writes and fsyncs its leader-epoch checkpoint (as Kafka does), and fsyncs of
+# different files proceed in parallel (the file system commits them together).
+LOG_PREPARATION_THREADS = 4
+# The longest a LeaderAndIsr or StopReplica holds the event loop before it lets other requests run.
+LOOP_SLICE_S = 0.02
 
 
 @dataclass(slots=True)
@@ -197,6 +210,77 @@ class DelayedFetch(DelayedOperation):
         return self.manager.read_from_local_logs(self.params, self.requests)
 
 
+def first_few(names: list[str], shown: int = 5) -> str:
+    """The first ``shown`` names of a list that may hold thousands, and how many more there are."""
+    text = ", ".join(names[:shown])
+    return f"{text} and {len(names) - shown} more" if len(names) > shown else text
+
+
+class _LoopSlice:
+    """How long the application of a controller's request has held the event loop: ``pause`` yields
+    to the loop's other work once LOOP_SLICE_S have passed since the last yield."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+
+    async def pause(self) -> None:
+        if time.monotonic() - self._since >= LOOP_SLICE_S:
+            await asyncio.sleep(0)
+            self._since = time.monotonic()
+
+
+@dataclass(slots=True)
+class _LeaderAndIsrOutcome:
+    """What one LeaderAndIsr did, per partition, logged as a few lines for the whole request (a
+    controller's resend of thousands of partitions would otherwise log a line for each)."""
+
+    errors: dict[TopicPartition, int] = field(default_factory=dict)
+    stale: list[str] = field(default_factory=list)  # leader epoch not newer than ours
+    not_replica: list[str] = field(default_factory=list)
+    failed: list[tuple[str, StorageError]] = field(default_factory=list)
+    leading: list[str] = field(default_factory=list)  # newly led
+    following: list[str] = field(default_factory=list)  # following a new leader
+    prepared: int = 0  # partitions new to this broker, their logs opened or created off the loop
+
+    def log(self, broker_id: int, request: Message, seconds: float) -> None:
+        if self.stale:
+            log.info(
+                "ignoring LeaderAndIsr for %d partitions: their leader epoch is not newer than ours: %s",
+                len(self.stale),
+                first_few(self.stale),
+            )
+        if self.not_replica:
+            log.info(
+                "ignoring LeaderAndIsr for %d partitions: broker %d is not a replica: %s",
+                len(self.not_replica),
+                broker_id,
+                first_few(self.not_replica),
+            )
+        if self.failed:
+            log.error(
+                "cannot open the logs of %d partitions (KAFKA_STORAGE_ERROR): %s; the first failure: %s",
+                len(self.failed),
+                first_few([name for name, _ in self.failed]),
+                self.failed[0][1],
+            )
+        if not self.errors:
+            return
+        log.info(
+            "applied LeaderAndIsr from controller %d (epoch %d) for %d partitions in %d ms: %d new to "
+            "this broker; broker %d now leads %d (%s) and follows a new leader for %d (%s)",
+            request.controller_id,
+            request.controller_epoch,
+            len(self.errors),
+            seconds * 1000,
+            self.prepared,
+            broker_id,
+            len(self.leading),
+            first_few(self.leading),
+            len(self.following),
+            first_few(self.following),
+        )
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -224,6 +308,10 @@ class ReplicaManager:
         # or follower, or stops hosting it (epoch -1 if unknown): the group coordinator follows the
         # leadership of __consumer_offsets this way.
         self.role_listeners: list[Callable[[str, int, bool, int], None]] = []
+        # Serializes the application of LeaderAndIsr and StopReplica, which yield to the event loop.
+        self._state_change_lock = asyncio.Lock()
+        self._log_preparation = ThreadPoolExecutor(LOG_PREPARATION_THREADS, "log-preparation")
+        self._stopped = False  # set at shutdown: stops the preparation of logs
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
@@ -270,12 +358,19 @@ class ReplicaManager:
             request.controller_id, request.controller_epoch, request.broker_epoch, self.broker_epoch
         )
 
-    def become_leader_or_follower(
+    async def become_leader_or_follower(
         self, request: Message, version: int, fenced: int = ErrorCode.NONE
     ) -> tuple[int, dict[TopicPartition, int], dict[str, uuid.UUID]]:
         """Applies LeaderAndIsr: (top-level error, per-partition errors, topic ids). ``fenced`` is the
         error ``check_controller`` refused the request with: then nothing changes, and every partition
-        gets that error."""
+        gets that error.
+
+        The partitions are applied in the request's order, all of them before this returns, and never
+        interleaved with another LeaderAndIsr or StopReplica (Kafka's replicaStateChangeLock). The logs
+        of partitions new to this broker are prepared on LOG_PREPARATION_THREADS threads,
+        LOG_PREPARATION_BATCH partitions at a time (creating a log is blocking I/O), and the rest yields
+        to the event loop every LOOP_SLICE_S: a request of thousands of partitions never holds the loop
+        long. Until its turn comes, a partition answers produces and fetches as before the request."""
         states: list[tuple[str, uuid.UUID, Any]] = (
             [(s.topic_name, uuid.UUID(int=0), s) for s in request.ungrouped_partition_states]
             if version < 2
@@ -284,61 +379,98 @@ class ReplicaManager:
         topic_ids = {topic: topic_id for topic, topic_id, _ in states}
         if fenced != ErrorCode.NONE:
             return fenced, {(t, s.partition_index): fenced for t, _, s in states}, topic_ids
-        errors: dict[TopicPartition, int] = {}
-        # The leaders' inter-broker endpoints, which followers fetch from.
-        leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
-        for topic, topic_id, state in states:
-            tp = (topic, state.partition_index)
-            partition = self._partitions.get(tp)
-            if partition is not None and state.leader_epoch <= partition.leader_epoch:
-                log.info(
-                    "ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d",
-                    topic,
-                    state.partition_index,
-                    state.leader_epoch,
-                    partition.leader_epoch,
-                )
-                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
-                continue
-            if self.broker_id not in state.replicas:
-                log.warning(
-                    "ignoring LeaderAndIsr for %s-%d: broker %d is not a replica", *tp, self.broker_id
-                )
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            try:
-                errors[tp] = self._apply_leader_and_isr(tp, topic_id, state, leaders)
-            except StorageError as e:
-                log.error("cannot open the log of %s-%d: %s", *tp, e)
-                errors[tp] = storage_error(e).code
-        return ErrorCode.NONE, errors, topic_ids
+        async with self._state_change_lock:
+            started = time.monotonic()
+            outcome = _LeaderAndIsrOutcome()
+            # The leaders' inter-broker endpoints, which followers fetch from.
+            leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
+            loop = asyncio.get_running_loop()
+            slice_ = _LoopSlice()
+            for first in range(0, len(states), LOG_PREPARATION_BATCH):
+                batch = states[first : first + LOG_PREPARATION_BATCH]
+                new = [
+                    ((topic, state.partition_index), state)
+                    for topic, _, state in batch
+                    if (topic, state.partition_index) not in self._partitions
+                    and self.broker_id in state.replicas
+                ]
+                prepared: dict[TopicPartition, Log | StorageError] = {}
+                for part in await asyncio.gather(
+                    *(
+                        loop.run_in_executor(
+                            self._log_preparation, self._prepare_logs, new[i::LOG_PREPARATION_THREADS]
+                        )
+                        for i in range(min(len(new), LOG_PREPARATION_THREADS))
+                    )
+                ):
+                    prepared.update(part)
+                for topic, topic_id, state in batch:
+                    tp = (topic, state.partition_index)
+                    outcome.errors[tp] = self._become_leader_or_follower(
+                        tp, topic_id, state, leaders, prepared.get(tp), outcome
+                    )
+                    await slice_.pause()
+            outcome.log(self.broker_id, request, time.monotonic() - started)
+        return ErrorCode.NONE, outcome.errors, topic_ids
 
-    def _apply_leader_and_isr(
-        self, tp: TopicPartition, topic_id: uuid.UUID, state: Any, leaders: dict[int, tuple[str, int]]
+    def _prepare_logs(
+        self, new: list[tuple[TopicPartition, Any]]
+    ) -> dict[TopicPartition, Log | StorageError]:
+        """On a log-preparation thread: the logs of partitions this broker does not host yet, created if
+        missing; a new leader's log gets its leader epoch's start offset too (a checkpoint write with
+        its fsyncs, which Kafka also makes). No Partition serves these logs yet, so nothing else
+        appends to them meanwhile."""
+        prepared: dict[TopicPartition, Log | StorageError] = {}
+        for tp, state in new:
+            try:
+                if self._stopped:  # the log manager is closing the logs
+                    raise KafkaStorageError("the broker is shutting down")
+                log_ = self.log_manager.get_or_create_log(*tp)
+                if state.leader == self.broker_id:
+                    log_.maybe_assign_epoch_start_offset(state.leader_epoch, log_.log_end_offset)
+            except StorageError as e:
+                prepared[tp] = e
+            except OSError as e:
+                prepared[tp] = KafkaStorageError(f"Error while opening the log of {tp[0]}-{tp[1]}: {e}")
+            else:
+                prepared[tp] = log_
+        return prepared
+
+    def _become_leader_or_follower(
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        state: Any,
+        leaders: dict[int, tuple[str, int]],
+        prepared: Log | StorageError | None,
+        outcome: _LeaderAndIsrOutcome,
     ) -> int:
+        """One partition's state of a LeaderAndIsr: its error code, its fate noted in ``outcome``."""
         partition = self._partitions.get(tp)
+        if partition is not None and state.leader_epoch <= partition.leader_epoch:
+            outcome.stale.append(f"{tp[0]}-{tp[1]} (epoch {state.leader_epoch} <= {partition.leader_epoch})")
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if self.broker_id not in state.replicas:
+            outcome.not_replica.append(f"{tp[0]}-{tp[1]}")
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if isinstance(prepared, StorageError):
+            outcome.failed.append((f"{tp[0]}-{tp[1]}", prepared))
+            return storage_error(prepared).code
+        if prepared is None:  # hosted already: its log exists
+            assert partition is not None and partition.log is not None
+            prepared = partition.log
+        else:
+            outcome.prepared += 1
         if partition is None:
             partition = self._partitions[tp] = Partition(tp[0], tp[1], self.broker_id)
-        log_ = self.log_manager.get_or_create_log(*tp)
         if state.leader == self.broker_id:
             if self.fetchers is not None:
                 self.fetchers.remove_partition(tp)
-            if partition.make_leader(state, log_, topic_id):
-                log.info(
-                    "broker %d is now the leader of %s-%d at epoch %d",
-                    self.broker_id,
-                    *tp,
-                    state.leader_epoch,
-                )
+            if partition.make_leader(state, prepared, topic_id):
+                outcome.leading.append(f"{tp[0]}-{tp[1]}")
         else:
-            if partition.make_follower(state, log_, topic_id):
-                log.info(
-                    "broker %d now follows %d for %s-%d at epoch %d",
-                    self.broker_id,
-                    state.leader,
-                    *tp,
-                    state.leader_epoch,
-                )
+            if partition.make_follower(state, prepared, topic_id):
+                outcome.following.append(f"{tp[0]}-{tp[1]}")
             endpoint = leaders.get(state.leader)
             if self.fetchers is not None and endpoint is not None:
                 # A new leader epoch: truncate by epoch, then fetch (KIP-101).
@@ -353,11 +485,11 @@ class ReplicaManager:
             listener(*tp, state.leader == self.broker_id, state.leader_epoch)
         return ErrorCode.NONE
 
-    def stop_replicas(
+    async def stop_replicas(
         self, request: Message, version: int, fenced: int = ErrorCode.NONE
     ) -> tuple[int, dict[TopicPartition, int]]:
         """Applies StopReplica: (top-level error, per-partition errors). ``fenced`` is as for
-        ``become_leader_or_follower``."""
+        ``become_leader_or_follower``, and so are the serialization and the yields to the loop."""
         if version == 0:
             items = [
                 (p.topic_name, p.partition_index, DELETE_WHATEVER_THE_EPOCH, request.delete_partitions)
@@ -378,29 +510,46 @@ class ReplicaManager:
         if fenced != ErrorCode.NONE:
             return fenced, {(t, p): fenced for t, p, _, _ in items}
         errors: dict[TopicPartition, int] = {}
-        for topic, index, leader_epoch, delete in items:
-            tp = (topic, index)
-            partition = self._partitions.get(tp)
-            if (
-                partition is not None
-                and leader_epoch not in (-1, DELETE_WHATEVER_THE_EPOCH)
-                and leader_epoch < partition.leader_epoch
-            ):
-                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
-                continue
-            self._partitions.pop(tp, None)
-            if self.fetchers is not None:
-                self.fetchers.remove_partition(tp)
-            if delete:
-                self.log_manager.async_delete(topic, index)
-                log.info("broker %d stopped and deleted its replica of %s-%d", self.broker_id, topic, index)
-            self.produce_purgatory.check(tp)
-            self.fetch_purgatory.check(tp)
-            self.delete_records_purgatory.check(tp)
-            for listener in self.role_listeners:
-                listener(topic, index, False, max(leader_epoch, -1))
-            errors[tp] = ErrorCode.NONE
+        stopped: list[str] = []
+        deleted: list[str] = []
+        async with self._state_change_lock:
+            slice_ = _LoopSlice()
+            for topic, index, leader_epoch, delete in items:
+                tp = (topic, index)
+                errors[tp] = self._stop_replica(tp, leader_epoch, delete)
+                if errors[tp] == ErrorCode.NONE:
+                    (deleted if delete else stopped).append(f"{topic}-{index}")
+                await slice_.pause()
+        if stopped:
+            log.info("broker %d stopped %d replicas: %s", self.broker_id, len(stopped), first_few(stopped))
+        if deleted:
+            log.info(
+                "broker %d stopped and deleted %d replicas: %s",
+                self.broker_id,
+                len(deleted),
+                first_few(deleted),
+            )
         return ErrorCode.NONE, errors
+
+    def _stop_replica(self, tp: TopicPartition, leader_epoch: int, delete: bool) -> int:
+        partition = self._partitions.get(tp)
+        if (
+            partition is not None
+            and leader_epoch not in (-1, DELETE_WHATEVER_THE_EPOCH)
+            and leader_epoch < partition.leader_epoch
+        ):
+            return ErrorCode.FENCED_LEADER_EPOCH
+        self._partitions.pop(tp, None)
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(tp)
+        if delete:
+            self.log_manager.async_delete(*tp)
+        self.produce_purgatory.check(tp)
+        self.fetch_purgatory.check(tp)
+        self.delete_records_purgatory.check(tp)
+        for listener in self.role_listeners:
+            listener(*tp, False, max(leader_epoch, -1))
+        return ErrorCode.NONE
 
     # -- produce --------------------------------------------------------------------------------
 
@@ -574,6 +723,8 @@ class ReplicaManager:
         self.log_manager.checkpoint_high_watermarks()
 
     def shutdown(self) -> None:
+        self._stopped = True
+        self._log_preparation.shutdown(wait=False, cancel_futures=True)
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
         self.delete_records_purgatory.complete_all()

@@ -110,3 +110,11 @@ class LogDirInUseError(StorageError):
     """Another process holds the log dir's .lock."""
 
     error_name = "KAFKA_STORAGE_ERROR"
+
+
+class KafkaStorageError(StorageError):
+    """A partition's log cannot be created, opened or written: the disk refused (no space, no
+    descriptors left, permissions). The broker answers KAFKA_STORAGE_ERROR for that partition and
+    serves the others."""
+
+    error_name = "KAFKA_STORAGE_ERROR"

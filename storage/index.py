@@ -3,14 +3,21 @@
 Layout is Kafka's: big-endian fixed-size entries, offsets stored relative to the segment's base offset.
 An index of a segment being written is preallocated to segment.index.bytes (zero filled) and trimmed to
 its entries when the segment stops being active or is closed. Lookups are binary searches over the map.
-Callers (the segment, under the log's lock) serialize access.
+
+As Kafka's AbstractIndex, an index holds its map but no file descriptor: the file is opened to map it
+(and to resize it) and closed at once. Python 3.11's mmap keeps a duplicate descriptor for the map's
+lifetime, which made every partition hold three descriptors instead of one, so the map is taken with
+libc's mmap directly. Unmapping memory still in use would crash the process rather than raise, so every
+access to a map holds the index's remap lock (Kafka's remapLock), and the map is never handed out.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import struct
+import threading
 from typing import NamedTuple
 
 from storage.errors import CorruptIndexError
@@ -19,6 +26,21 @@ _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, physical position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
+
+# libc's mmap and munmap, called with the GIL held (PyDLL): no Python thread runs while a map changes.
+_libc = ctypes.PyDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int64,
+]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 class OffsetPosition(NamedTuple):
@@ -31,6 +53,53 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+class _FileMap:
+    """A shared read-write map of the first ``length`` bytes of the file open as ``fd``; the caller may
+    close ``fd`` once this is made, the map stays valid until ``close``."""
+
+    def __init__(self, fd: int, length: int) -> None:
+        self._address = 0  # nothing to unmap should the map fail
+        address = _libc.mmap(None, length, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"mmap of {length} bytes failed: {os.strerror(errno)}")
+        self._address = address
+        self._length = length
+        self._raw = memoryview((ctypes.c_ubyte * length).from_address(address))
+        self.buf = self._raw.cast("B")
+
+    def close(self) -> None:
+        if not self._address:
+            return
+        # release() raises BufferError while anything still holds the view: a map leaked that way is
+        # better than one unmapped under a reader.
+        self.buf.release()
+        self._raw.release()
+        address, self._address = self._address, 0
+        if _libc.munmap(address, self._length) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"munmap failed: {os.strerror(errno)}")
+
+    def __del__(self) -> None:
+        # As Python's mmap: an index dropped without being closed does not keep its map.
+        self.close()
+
+
+def _open_map(path: str, preallocate: int | None) -> tuple[_FileMap | None, int]:
+    """(map, file length) of the index file at ``path``, created with ``preallocate`` bytes unless
+    that is None (the file exists); no map for an empty file. The file is closed again."""
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT if preallocate is not None else 0), 0o644)
+    try:
+        if preallocate is not None:
+            os.ftruncate(fd, preallocate)
+            length = preallocate
+        else:
+            length = os.fstat(fd).st_size
+        return (_FileMap(fd, length) if length else None), length
+    finally:
+        os.close(fd)
+
+
 class _MappedIndex:
     """A file of fixed-size entries mapped into memory, with a count of the valid ones."""
 
@@ -41,18 +110,10 @@ class _MappedIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size - max_index_size % self.ENTRY_SIZE
         self._closed = False
-        # Only the map holds a descriptor (its own duplicate): one per mapped index, none when empty.
+        self._remap_lock = threading.RLock()
         created = not os.path.exists(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if created:
-                os.ftruncate(fd, self.max_index_size)
-            length = os.fstat(fd).st_size
-            self._mm: mmap.mmap | None = mmap.mmap(fd, length) if length else None
-        finally:
-            os.close(fd)
-        self._length = length
-        self._entries = 0 if created else self._count_entries(length // self.ENTRY_SIZE)
+        self._mm, self._length = _open_map(path, self.max_index_size if created else None)
+        self._entries = 0 if created else self._count_entries(self._length // self.ENTRY_SIZE)
 
     def _count_entries(self, slots: int) -> int:
         """Valid entries of a file that may still be preallocated (not trimmed after a crash): the
@@ -71,7 +132,7 @@ class _MappedIndex:
     def _is_zero(self, slot: int) -> bool:
         assert self._mm is not None
         start = slot * self.ENTRY_SIZE
-        return not any(self._mm[start : start + self.ENTRY_SIZE])
+        return not any(self._mm.buf[start : start + self.ENTRY_SIZE])
 
     @property
     def entries(self) -> int:
@@ -96,22 +157,24 @@ class _MappedIndex:
     def resize(self, new_size: int) -> None:
         """Grows (preallocates) or trims the file; never below the valid entries."""
         new_size = max(new_size - new_size % self.ENTRY_SIZE, self.size_in_bytes)
-        if new_size == self._length:
-            return
-        if self._mm is not None and new_size:
-            self._mm.resize(new_size)  # ftruncate and remap through the map's own descriptor
-        else:
-            if self._mm is not None:
-                self._mm.close()
-                self._mm = None
-            os.truncate(self.path, new_size)
-            if new_size:
-                fd = os.open(self.path, os.O_RDWR)
+        with self._remap_lock:
+            if new_size == self._length:
+                return
+            # The new map first: an index that cannot be resized (no descriptor, no memory) keeps its
+            # old map and length. Nothing reads the old map once the file shrank: the lock is held.
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, new_size)
                 try:
-                    self._mm = mmap.mmap(fd, new_size)
-                finally:
-                    os.close(fd)
-        self._length = new_size
+                    new_map = _FileMap(fd, new_size) if new_size else None
+                except OSError:
+                    os.ftruncate(fd, self._length)  # the old map must not reach past the end of the file
+                    raise
+            finally:
+                os.close(fd)
+            old, self._mm, self._length = self._mm, new_map, new_size
+            if old is not None:
+                old.close()
 
     def trim_to_valid_size(self) -> None:
         self.resize(self.size_in_bytes)
@@ -122,12 +185,13 @@ class _MappedIndex:
         self.resize(self.max_index_size)
 
     def _truncate_to_entries(self, n: int) -> None:
-        if n < self._entries and self._mm is not None:
-            # Zero the dropped entries so a crash before trimming cannot resurrect them.
-            self._mm[n * self.ENTRY_SIZE : self._entries * self.ENTRY_SIZE] = bytes(
-                (self._entries - n) * self.ENTRY_SIZE
-            )
-        self._entries = n
+        with self._remap_lock:
+            if n < self._entries and self._mm is not None:
+                # Zero the dropped entries so a crash before trimming cannot resurrect them.
+                self._mm.buf[n * self.ENTRY_SIZE : self._entries * self.ENTRY_SIZE] = bytes(
+                    (self._entries - n) * self.ENTRY_SIZE
+                )
+            self._entries = n
 
     def _ensure_room(self) -> None:
         if self._entries >= self.max_entries:
@@ -138,17 +202,26 @@ class _MappedIndex:
 
     def _largest_lower_bound(self, key: int, key_struct: struct.Struct, field_at: int) -> int:
         """The last slot whose key (at byte `field_at` of the entry) is <= key, or -1."""
-        mm, size, n = self._mm, self.ENTRY_SIZE, self._entries
-        if n == 0 or mm is None or key_struct.unpack_from(mm, field_at)[0] > key:
-            return -1
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if key_struct.unpack_from(mm, mid * size + field_at)[0] <= key:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        with self._remap_lock:
+            size, n = self.ENTRY_SIZE, self._entries
+            if n == 0 or self._mm is None:
+                return -1
+            buf, unpack = self._mm.buf, key_struct.unpack_from
+            if unpack(buf, field_at)[0] > key:
+                return -1
+            lo, hi = 0, n - 1
+            while lo < hi:
+                mid = (lo + hi + 1) >> 1
+                if unpack(buf, mid * size + field_at)[0] <= key:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            return lo
+
+    def _read(self, entry: struct.Struct, n: int) -> tuple[int, int]:
+        with self._remap_lock:
+            assert self._mm is not None
+            return entry.unpack_from(self._mm.buf, n * self.ENTRY_SIZE)  # type: ignore[return-value]
 
     def flush(self) -> None:
         """fsync through a fresh descriptor: the mapped pages are the file's page cache, and this does
@@ -170,10 +243,11 @@ class _MappedIndex:
         self.close_without_trim()
 
     def close_without_trim(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        self._closed = True
+        with self._remap_lock:
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+            self._closed = True
 
     def rename(self, new_path: str) -> None:
         if os.path.exists(self.path):
@@ -205,8 +279,7 @@ class OffsetIndex(_MappedIndex):
         return self._last_offset
 
     def entry(self, n: int) -> OffsetPosition:
-        assert self._mm is not None
-        rel, pos = _OFFSET_ENTRY.unpack_from(self._mm, n * 8)
+        rel, pos = self._read(_OFFSET_ENTRY, n)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -220,12 +293,13 @@ class OffsetIndex(_MappedIndex):
                 f"{self.path}: offset {offset} at position {position} is not after "
                 f"last offset {self._last_offset}"
             )
-        if self.is_full:
-            self._ensure_room()
-        assert self._mm is not None
-        _OFFSET_ENTRY.pack_into(self._mm, self._entries * 8, offset - self.base_offset, position)
-        self._entries += 1
-        self._last_offset = offset
+        with self._remap_lock:
+            if self.is_full:
+                self._ensure_room()
+            assert self._mm is not None
+            _OFFSET_ENTRY.pack_into(self._mm.buf, self._entries * 8, offset - self.base_offset, position)
+            self._entries += 1
+            self._last_offset = offset
 
     def append_many(self, entries: list[tuple[int, int]]) -> None:
         """Appends (offset, position) pairs, increasing, in one go (the append path's batch of entries)."""
@@ -233,14 +307,16 @@ class OffsetIndex(_MappedIndex):
             raise ValueError(
                 f"{self.path}: offset {entries[0][0]} is not after last offset {self._last_offset}"
             )
-        while self._entries + len(entries) > self.max_entries:
-            self._grow()
-        mm, pack, base, n = self._mm, _OFFSET_ENTRY.pack_into, self.base_offset, self._entries
-        for offset, position in entries:
-            pack(mm, n * 8, offset - base, position)
-            n += 1
-        self._entries = n
-        self._last_offset = entries[-1][0]
+        with self._remap_lock:
+            while self._entries + len(entries) > self.max_entries:
+                self._grow()
+            assert self._mm is not None
+            buf, pack, base, n = self._mm.buf, _OFFSET_ENTRY.pack_into, self.base_offset, self._entries
+            for offset, position in entries:
+                pack(buf, n * 8, offset - base, position)
+                n += 1
+            self._entries = n
+            self._last_offset = entries[-1][0]
 
     def truncate_to(self, offset: int) -> None:
         """Removes entries at or after `offset`."""
@@ -290,8 +366,7 @@ class TimeIndex(_MappedIndex):
         return self._last
 
     def entry(self, n: int) -> TimestampOffset:
-        assert self._mm is not None
-        ts, rel = _TIME_ENTRY.unpack_from(self._mm, n * 12)
+        ts, rel = self._read(_TIME_ENTRY, n)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
@@ -305,11 +380,12 @@ class TimeIndex(_MappedIndex):
                 f"{self.path}: timestamp {timestamp} is below the last entry's {self._last.timestamp}"
             )
         if self._entries == 0 or timestamp > self._last.timestamp:
-            self._ensure_room()
-            assert self._mm is not None
-            _TIME_ENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
-            self._entries += 1
-            self._last = TimestampOffset(timestamp, offset)
+            with self._remap_lock:
+                self._ensure_room()
+                assert self._mm is not None
+                _TIME_ENTRY.pack_into(self._mm.buf, self._entries * 12, timestamp, offset - self.base_offset)
+                self._entries += 1
+                self._last = TimestampOffset(timestamp, offset)
 
     def maybe_append_many(self, entries: list[tuple[int, int]]) -> None:
         """maybe_append of each (timestamp, offset), in order."""

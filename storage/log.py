@@ -117,7 +117,13 @@ class Log:
         os.makedirs(self.dir, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms, self.name)
-        self._load(log_start_offset, recovery_point, had_clean_shutdown)
+        try:
+            self._load(log_start_offset, recovery_point, had_clean_shutdown)
+        except BaseException:
+            # A log that cannot load (out of descriptors, say) must not keep the segments it opened.
+            for segment in self._segments:
+                segment.close_handlers()
+            raise
 
     # --- loading and recovery ------------------------------------------------------------------------
 

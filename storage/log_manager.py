@@ -4,7 +4,9 @@ Each log dir holds `<topic>-<partition>` directories, a `.lock` (flock, so two b
 dir), the checkpoints recovery-point-offset-checkpoint, log-start-offset-checkpoint,
 replication-offset-checkpoint (high watermarks) and cleaner-offset-checkpoint, and after a clean
 shutdown the `.kafka_cleanshutdown` marker, which lets the next start skip recovery. New partitions go
-to the dir holding the fewest. Deleting a log renames its directory `<topic>-<partition>.<uuid>-delete`
+to the dir holding the fewest (counted as logs come and go, so a creation costs the same whatever the
+number of logs). A log that cannot be created (no space, no descriptors left) raises KafkaStorageError
+and leaves no directory behind. Deleting a log renames its directory `<topic>-<partition>.<uuid>-delete`
 and removes it after file.delete.delay.ms.
 
 The broker schedules the periodic work by calling plain methods: cleanup_logs (retention,
@@ -33,9 +35,10 @@ from storage.checkpoints import (
 )
 from storage.cleaner import LogCleaner
 from storage.config import LogConfig
-from storage.errors import CorruptCheckpointError, LogDirInUseError
+from storage.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, now_ms, parse_topic_partition
 from storage.record_format import RecordFormat
+from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,18 @@ DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
 
 TopicPartition = tuple[str, int]
+
+
+def _remove_new_log_dir(path: str) -> None:
+    """Removes the directory of a new log that could not be created. Its files go by name: listing a
+    directory takes a descriptor, and running out of them may be why the log could not be created."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(segment_path(path, 0, suffix))
+    try:
+        os.rmdir(path)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)  # something else in it: needs a listing after all
 
 
 class LogManager:
@@ -74,6 +89,7 @@ class LogManager:
         self._time_ms = time_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        self._logs_per_dir = dict.fromkeys(self.log_dirs, 0)
         self._pending_dir_deletes: list[tuple[int, str]] = []
         self._lock_fds: list[int] = []
         self.cleaner = LogCleaner(
@@ -153,6 +169,7 @@ class LogManager:
                 )
             opened.update_high_watermark(high_watermark)
             self._logs[tp] = opened
+            self._logs_per_dir[os.path.dirname(path)] += 1
         for directory in self.log_dirs:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, CLEAN_SHUTDOWN_FILE))
@@ -187,27 +204,37 @@ class LogManager:
         return [lg for lg in self.all_logs() if os.path.dirname(lg.dir) == directory]
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The partition's log, created in the log dir with the fewest partitions if missing."""
+        """The partition's log, created in the log dir with the fewest partitions if missing. Creating
+        one is blocking I/O (a directory, the segment and its preallocated indexes): the broker runs it
+        off the event loop. Raises KafkaStorageError when the disk refuses."""
         with self._lock:
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 return existing
             if config is not None:
                 self._topic_configs[topic] = config
-            counts = {d: 0 for d in self.log_dirs}
-            for lg in self._logs.values():
-                counts[os.path.dirname(lg.dir)] = counts.get(os.path.dirname(lg.dir), 0) + 1
-            directory = min(self.log_dirs, key=lambda d: counts[d])
-            created = Log(
-                os.path.join(directory, f"{topic}-{partition}"),
-                self.config_for(topic),
-                self.fmt,
-                had_clean_shutdown=True,
-                producer_id_expiration_ms=self._producer_id_expiration_ms,
-                time_ms=self._time_ms,
-            )
+            directory = min(self.log_dirs, key=self._logs_per_dir.__getitem__)
+            path = os.path.join(directory, f"{topic}-{partition}")
+            existed = os.path.isdir(path)
+            try:
+                created = Log(
+                    path,
+                    self.config_for(topic),
+                    self.fmt,
+                    had_clean_shutdown=True,
+                    producer_id_expiration_ms=self._producer_id_expiration_ms,
+                    time_ms=self._time_ms,
+                )
+            except OSError as e:
+                if not existed:  # a half-made directory would be loaded as a log at the next start
+                    _remove_new_log_dir(path)
+                raise KafkaStorageError(
+                    f"Error while creating log for {topic}-{partition} in {directory}: {e}"
+                ) from e
             self._logs[(topic, partition)] = created
-            log.info("Created log for partition %s-%d in %s", topic, partition, directory)
+            self._logs_per_dir[directory] += 1
+            # Per log at DEBUG: the broker logs one line per LeaderAndIsr, however many logs it creates.
+            log.debug("Created log for partition %s-%d in %s", topic, partition, directory)
             return created
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
@@ -223,6 +250,8 @@ class LogManager:
         after file.delete.delay.ms. Returns the renamed path (None if there was no such log)."""
         with self._lock:
             removed = self._logs.pop((topic, partition), None)
+            if removed is not None:
+                self._logs_per_dir[os.path.dirname(removed.dir)] -= 1
         if removed is None:
             return None
         removed.close_handlers()

@@ -4,6 +4,9 @@ Writes go to the file with os.write (the kernel has the bytes when append return
 with the sparse offset index and scan batch headers of a read-only map of the file. The map is taken
 lazily and retaken when the file has grown past it; maps are never closed explicitly because fetch
 results may still hold views of them (they are released when the last view goes).
+
+A segment holds one descriptor, its `.log` file's, as Kafka's FileRecords does (the indexes are mapped
+without one); a read map, once taken, holds a duplicate of it until it is released.
 """
 
 from __future__ import annotations
@@ -84,16 +87,24 @@ class LogSegment:
         self._time_ms = time_ms
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX + suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            segment_path(directory, base_offset, INDEX_SUFFIX + suffix), base_offset, max_index_size
-        )
-        self.time_index = TimeIndex(
-            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size
-        )
-        self.txn_index = TransactionIndex(
-            segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix), base_offset
-        )
+        try:
+            self._size = os.fstat(self._fd).st_size
+            self.offset_index = OffsetIndex(
+                segment_path(directory, base_offset, INDEX_SUFFIX + suffix), base_offset, max_index_size
+            )
+            self.time_index = TimeIndex(
+                segment_path(directory, base_offset, TIME_INDEX_SUFFIX + suffix), base_offset, max_index_size
+            )
+            self.txn_index = TransactionIndex(
+                segment_path(directory, base_offset, TXN_INDEX_SUFFIX + suffix), base_offset
+            )
+        except BaseException:
+            # Out of descriptors, maps or space: a segment that cannot open keeps nothing open.
+            for name in ("offset_index", "time_index"):
+                if hasattr(self, name):
+                    getattr(self, name).close_without_trim()
+            os.close(self._fd)
+            raise
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self.created_ms = time_ms()

@@ -128,13 +128,15 @@ class Bystander:
         finally:
             consumer.close()
 
-    def check(self, max_pause: float) -> None:
-        """Stops the bystander; fails the test if the attack disturbed it (see the class)."""
+    def check(self, max_pause: float) -> float:
+        """Stops the bystander; fails the test if the attack disturbed it (see the class). Returns the
+        longest pause it saw, in seconds."""
         self.stop()
         seen = self._seen
         assert not seen.errors, f"the bystander saw errors: {seen.errors[:10]}"
         lost = sorted(seen.acked.keys() - seen.consumed.keys())
         assert not lost, f"{len(lost)} acknowledged values were never consumed, e.g. {lost[:10]}"
+        pauses = [0.0]
         for what, times in (("acknowledgement", seen.acked), ("consumed value", seen.consumed)):
             # From the first value through (for acknowledgements) the moment the bystander stopped.
             stamps = sorted(t for t in times.values() if t <= self._stopped_at)
@@ -142,6 +144,8 @@ class Bystander:
                 stamps.append(self._stopped_at)
             longest = max((b - a for a, b in itertools.pairwise(stamps)), default=0.0)
             assert longest <= max_pause, f"the bystander waited {longest:.2f} s for an {what}"
+            pauses.append(longest)
+        return max(pauses)
 
     @property
     def acknowledged(self) -> int:

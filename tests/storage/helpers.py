@@ -1,6 +1,12 @@
-"""Helpers for storage tests: a controllable clock, batch builders, reading a whole log back."""
+"""Helpers for storage tests: a controllable clock, batch builders, reading a whole log back, and
+counting and limiting this process's file descriptors."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import resource
+from collections.abc import Iterator
 
 from protocol import record_batch as rb
 from storage.log import Log
@@ -80,3 +86,33 @@ def read_all(log: Log, start: int | None = None) -> list[rb.Record]:
             out.extend(r for r in rb.decode_records(view, pos) if r.offset >= offset)
             offset = header.last_offset + 1
     return out
+
+
+def open_descriptors() -> int:
+    """The descriptors this process holds (not counting the one that lists them)."""
+    return len(os.listdir("/proc/self/fd")) - 1
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def descriptors_limited(spare: int) -> Iterator[None]:
+    """Within the block, this process can open exactly ``spare`` more descriptors: the soft
+    RLIMIT_NOFILE bounds descriptor numbers, and numbers below it may be free."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    used = {int(fd) for fd in os.listdir("/proc/self/fd") if _is_open(int(fd))}
+    limit, free = 0, 0
+    while free < spare or limit in used:
+        free += limit not in used
+        limit += 1
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

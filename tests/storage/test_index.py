@@ -1,11 +1,14 @@
-"""Offset and time indexes: preallocation, trimming, binary-search lookups, truncation, crash leftovers."""
+"""Offset and time indexes: preallocation, trimming, binary-search lookups, truncation, crash leftovers,
+and maps that hold no descriptor."""
 
 import os
+import threading
 
 import pytest
 
 from storage.errors import CorruptIndexError
 from storage.index import OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset
+from tests.storage.helpers import descriptors_limited, open_descriptors
 
 
 def test_offset_index_is_preallocated_then_trimmed(tmp_path):
@@ -99,3 +102,63 @@ def test_time_index_truncate(tmp_path):
     assert idx.last_entry == TimestampOffset(200, 20)
     idx.close()
     assert os.path.getsize(tmp_path / "x.timeindex") == 24
+
+
+def test_an_index_holds_no_descriptor(tmp_path):
+    """As Kafka's AbstractIndex: the file is opened to map it (or to resize it) and closed at once."""
+    before = open_descriptors()
+    offsets = OffsetIndex(str(tmp_path / "x.index"), 0, 8 * 4)
+    times = TimeIndex(str(tmp_path / "x.timeindex"), 0, 12 * 16)
+    assert open_descriptors() == before
+    offsets.append_many([(i, i * 100) for i in range(1, 10)])  # past the preallocation: remapped larger
+    for i in range(1, 10):
+        times.maybe_append(i * 1000, i)
+    offsets.trim_to_valid_size()
+    times.trim_to_valid_size()
+    assert open_descriptors() == before
+    assert offsets.lookup(5) == OffsetPosition(5, 500) and offsets.entries == 9
+    assert times.lookup(4500) == TimestampOffset(4000, 4)
+    offsets.close()
+    times.close()
+    assert open_descriptors() == before
+    assert os.path.getsize(tmp_path / "x.index") == 9 * 8
+    assert OffsetIndex(str(tmp_path / "x.index"), 0, 8 * 4).lookup(9) == OffsetPosition(9, 900)
+
+
+def test_lookups_on_another_thread_survive_remaps(tmp_path):
+    """A map is replaced on resize; a reader on another thread (the cleaner's) must never touch an
+    unmapped one (that would crash the process, not raise)."""
+    idx = OffsetIndex(str(tmp_path / "x.index"), 0, 8 * 64)
+    for i in range(1, 33):
+        idx.append(i * 10, i * 100)
+    stop = threading.Event()
+    wrong: list[OffsetPosition] = []
+
+    def look_up() -> None:
+        while not stop.is_set():
+            found = idx.lookup(155)
+            if found != OffsetPosition(150, 1500):
+                wrong.append(found)
+
+    reader = threading.Thread(target=look_up)
+    reader.start()
+    try:
+        for _ in range(500):
+            idx.trim_to_valid_size()
+            idx.resize(8 * 64)
+    finally:
+        stop.set()
+        reader.join()
+    assert not wrong
+
+
+def test_an_index_that_cannot_be_resized_keeps_its_map(tmp_path):
+    """Resizing opens the file (as Kafka's resize opens a RandomAccessFile): out of descriptors, it
+    fails and the index goes on with its old map."""
+    idx = OffsetIndex(str(tmp_path / "x.index"), 0, 8 * 4)
+    idx.append_many([(i, i * 100) for i in range(1, 5)])
+    with descriptors_limited(0), pytest.raises(OSError, match="Too many open files"):
+        idx.append(5, 500)  # full: needs a larger map
+    assert idx.entries == 4 and idx.file_size == 32 and idx.lookup(4) == OffsetPosition(4, 400)
+    idx.append(5, 500)
+    assert idx.lookup(9) == OffsetPosition(5, 500)

@@ -1,4 +1,5 @@
-"""LogManager: layout over several log dirs, checkpoints, clean shutdown marker, deletion, periodic tasks."""
+"""LogManager: layout over several log dirs, checkpoints, clean shutdown marker, deletion, periodic tasks,
+the descriptors a log holds, and logs that cannot be created."""
 
 import os
 
@@ -7,10 +8,10 @@ import pytest
 from protocol import record_batch as rb
 from storage.checkpoints import OffsetCheckpointFile
 from storage.config import LogConfig
-from storage.errors import LogDirInUseError
+from storage.errors import KafkaStorageError, LogDirInUseError
 from storage.log import Log
 from storage.log_manager import LogManager
-from tests.storage.helpers import batch
+from tests.storage.helpers import batch, descriptors_limited, open_descriptors
 
 
 @pytest.fixture
@@ -136,4 +137,43 @@ def test_topic_configs_and_cleaner_wiring(dirs, clock):
             log.append_as_leader(batch([b"v%d" % r], keys=[b"k%d" % k]), leader_epoch=0)
     log.update_high_watermark(log.log_end_offset)
     assert lm.cleaner.clean_once() is not None
+    lm.shutdown()
+
+
+def test_a_new_log_holds_one_descriptor(dirs, clock):
+    """Its segment file's, as a Kafka log's FileRecords; the indexes are mapped without one."""
+    lm = manager(dirs, clock)
+    before = open_descriptors()
+    for p in range(50):
+        lm.get_or_create_log("t", p)
+    assert open_descriptors() - before == 50
+    lm.shutdown()
+    assert open_descriptors() < before
+
+
+def test_the_dir_counts_follow_deletions(dirs, clock):
+    lm = manager(dirs, clock)
+    first, second = lm.get_or_create_log("t", 0), lm.get_or_create_log("t", 1)
+    assert [os.path.dirname(lg.dir) for lg in (first, second)] == dirs
+    lm.async_delete("t", 0)
+    assert os.path.dirname(lm.get_or_create_log("t", 2).dir) == dirs[0]  # d1 became the emptiest
+    lm.shutdown()
+    again = manager(dirs, clock)  # counted again from the dirs at start
+    assert os.path.dirname(again.get_or_create_log("t", 3).dir) == dirs[0]
+    again.shutdown()
+
+
+@pytest.mark.parametrize("spare", [0, 1], ids=["no descriptor", "one descriptor"])
+def test_a_log_that_cannot_be_created_leaves_nothing_behind(dirs, clock, spare):
+    """Out of descriptors before the segment opens, or after (its index cannot be mapped): the error
+    is the broker's KAFKA_STORAGE_ERROR, nothing stays open, no directory is left for the next start,
+    and creation works again once descriptors are free."""
+    lm = manager(dirs[:1], clock)
+    before = open_descriptors()
+    with descriptors_limited(spare), pytest.raises(KafkaStorageError, match="Too many open files") as refused:
+        lm.get_or_create_log("t", 0)
+    assert refused.value.error_name == "KAFKA_STORAGE_ERROR"
+    assert open_descriptors() == before
+    assert not os.path.exists(os.path.join(dirs[0], "t-0")) and lm.get_log("t", 0) is None
+    assert lm.get_or_create_log("t", 0).log_end_offset == 0
     lm.shutdown()
