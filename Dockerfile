@@ -10,6 +10,10 @@ COPY storage ./storage
 COPY broker ./broker
 COPY controller ./controller
 COPY coordinator ./coordinator
+COPY network ./network
+COPY zk ./zk
+COPY server_common ./server_common
+COPY tools ./tools
 RUN pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels .
 
 # Stage 2: the wheel and its dependencies (all on PyPI as manylinux wheels: no compiler needed).

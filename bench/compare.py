@@ -519,7 +519,7 @@ def memory_with_many_partitions(bootstrap: str, pid: int, partitions: int = 1000
     create = [
         sys.executable,
         "-m",
-        "broker.cli",
+        "tools",
         "topics",
         "--bootstrap-server",
         bootstrap,
@@ -644,7 +644,7 @@ class Samsa:
         command = [
             sys.executable,
             "-m",
-            "broker.cli",
+            "tools",
             "up",
             "--brokers",
             str(self.brokers),

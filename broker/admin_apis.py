@@ -24,17 +24,17 @@ from broker.config_listener import ConfigChangeListener
 from broker.controller_channel import ControllerChannel
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
-from broker.network.request_channel import Request
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_admin import ReplicaAdmin
 from broker.replica_manager import DeleteRecordsPartitionResult, ReplicaManager
 from broker.topic_admin import TopicAdmin
-from broker.zk.kafka_zk_client import KafkaZkClient
+from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import DeleteRecordsResponse, InitProducerIdResponse, Message
 from protocol.topic import is_internal
 from storage.log_manager import LogManager
+from zk.kafka_zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

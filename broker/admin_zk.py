@@ -25,10 +25,10 @@ import uuid
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.replica_assignment import BrokerMetadata
-from broker.zk import znodes
-from broker.zk.client import ZkClient, ZkOp, ZkRequestTooLargeError, ZkTransactionError
 from protocol.errors import ErrorCode, KafkaError
+from server_common.replica_assignment import BrokerMetadata
+from zk import znodes
+from zk.client import ZkClient, ZkOp, ZkRequestTooLargeError, ZkTransactionError
 
 log = logging.getLogger(__name__)
 

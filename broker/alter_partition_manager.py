@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from broker.controller_channel import ControllerChannel
 from broker.partition import Partition
-from broker.tasks import cancel_and_wait
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionRequest, Message
+from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

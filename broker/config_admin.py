@@ -30,7 +30,7 @@ from broker.config_entries import ConfigDescriber, ConfigEntry, broker_defaults,
 from broker.config_listener import ConfigChangeListener
 from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
 from broker.metadata_cache import MetadataCache
-from broker.network.request_channel import Request
+from network.request_channel import Request
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     AlterConfigsResponse,

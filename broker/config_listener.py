@@ -18,11 +18,11 @@ from typing import Any
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
 from broker.dynamic_config import DynamicBrokerConfig
-from broker.tasks import cancel_and_wait
-from broker.zk import znodes
+from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.errors import InvalidConfigError
 from storage.log_manager import LogManager
+from zk import znodes
 
 log = logging.getLogger(__name__)
 

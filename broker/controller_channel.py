@@ -15,11 +15,11 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from broker.network.client import NetworkClient
-from broker.zk import znodes
-from broker.zk.client import ZkClient
+from network.client import NetworkClient
 from protocol.api import api
 from protocol.messages import Message
+from zk import znodes
+from zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
 from broker.config_catalog import broker_synonyms
+from server_common.config import ConfigError
 from storage.config import BROKER_SYNONYMS, LogConfig
 from storage.errors import InvalidConfigError
 

@@ -5,7 +5,7 @@ Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, 
 DeleteGroups: each converts its request for ``coordinator.group_coordinator`` and the outcome back into
 the response of the request's version. JoinGroup and SyncGroup wait for their rebalance, and
 OffsetCommit for its records to be replicated, without holding a request handler: they answer with a
-parked future (``broker.handler_pool``).
+parked future (``network.handler_pool``).
 
 This module also gives the coordinator what it needs of the broker (``coordinator`` does not import
 ``broker``): ``OffsetsTopicReplicas`` appends to and reads this broker's replicas of
@@ -22,11 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.config import KafkaConfig
-from broker.handler_pool import Parked
 from broker.metadata_cache import MetadataCache
-from broker.network.request_channel import Request
 from broker.replica_manager import ReplicaManager
-from broker.tasks import cancel_and_wait
 from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberIdentity, MemberJoin
 from coordinator.group_metadata import GroupSummary, JoinGroupResult, OffsetAndMetadata, SyncGroupResult
 from coordinator.group_metadata_manager import (
@@ -35,6 +32,8 @@ from coordinator.group_metadata_manager import (
     OffsetConfig,
     PartitionLog,
 )
+from network.handler_pool import Parked
+from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import (
@@ -52,6 +51,7 @@ from protocol.messages import (
     SyncGroupResponse,
 )
 from protocol.topic import GROUP_METADATA_TOPIC
+from server_common.tasks import cancel_and_wait
 from storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)

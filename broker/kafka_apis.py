@@ -5,7 +5,7 @@ no response, as an acks=0 Produce). This module holds the cluster and data-plane
 handlers (topics, configs, producer ids) live in ``broker.admin_apis`` and the group coordinator's in
 ``broker.group_apis``, and are merged in. The
 ApiVersions response advertises exactly the APIs that have a handler, at the ranges of
-``broker.api_versions``.
+``protocol.api_versions``.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.api_versions import ADVERTISED_MINIMUM, ADVERTISED_VERSIONS
-from broker.handler_pool import Parked
 from broker.metadata_cache import MetadataCache
-from broker.network.request_channel import Request
-from broker.network.send import FileRegion
 from broker.partition import READ_COMMITTED, storage_error
 from broker.refusals import log_partition_refusals, log_refusal
 from broker.replica_manager import FetchParams, FetchPartitionRequest, ReplicaManager
+from network.handler_pool import Parked
+from network.request_channel import Request
+from network.send import FileRegion
 from protocol import record_batch
 from protocol.api import Api, ApiKey, api
+from protocol.api_versions import ADVERTISED_MINIMUM, ADVERTISED_VERSIONS
 from protocol.compression import ZSTD
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (

@@ -11,7 +11,7 @@ import os
 import uuid
 from pathlib import Path
 
-from broker.config import read_properties
+from server_common.config import read_properties
 
 FILE_NAME = "meta.properties"
 

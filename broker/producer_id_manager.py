@@ -14,9 +14,9 @@ import logging
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
 from protocol.errors import ErrorCode, KafkaError
+from zk import znodes
+from zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -10,14 +10,14 @@ next line that is written says how many were left out.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+from server_common.log import LogThrottle
 
 if TYPE_CHECKING:
-    from broker.network.request_channel import Request
+    from network.request_channel import Request
 
 log = logging.getLogger(__name__)
 
@@ -42,28 +42,7 @@ ROUTINE_ERRORS = frozenset(
 )
 
 
-class RefusalLog:
-    """A token bucket in front of a logger: ``allow()`` says whether a line may be written now."""
-
-    def __init__(self, burst: int = BURST, per_second: float = PER_SECOND) -> None:
-        self._burst = burst
-        self._per_second = per_second
-        self._tokens = float(burst)
-        self._stamp = time.monotonic()
-        self.suppressed = 0
-
-    def allow(self) -> bool:
-        now = time.monotonic()
-        self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._per_second)
-        self._stamp = now
-        if self._tokens < 1:
-            self.suppressed += 1
-            return False
-        self._tokens -= 1
-        return True
-
-
-_refusals = RefusalLog()
+_refusals = LogThrottle(BURST, PER_SECOND)
 
 
 def log_refusal(request: Request, error: int, detail: str | None = None) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from broker.controller_channel import ControllerChannel
 from broker.metadata_cache import MetadataCache
-from broker.network.request_channel import Request
+from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (

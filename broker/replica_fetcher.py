@@ -17,12 +17,12 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from broker.network.client import NetworkClient
 from broker.partition import Partition, storage_error
-from broker.tasks import cancel_and_wait
+from network.client import NetworkClient
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import FetchRequest, ListOffsetsRequest, Message, OffsetForLeaderEpochRequest
+from server_common.tasks import cancel_and_wait
 from storage.errors import StorageError
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.alter_partition_manager import AlterPartitionManager
+from broker.controller_fence import ControllerFence, Refusal
 from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED, Partition, storage_error
-from broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.zk.controller_fence import ControllerFence, Refusal
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import Message
+from server_common.purgatory import DelayedOperation, DelayedOperationPurgatory
 from storage.errors import KafkaStorageError, StorageError
 from storage.fetch import FetchDataInfo
 from storage.log import Log

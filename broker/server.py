@@ -22,24 +22,24 @@ from broker.controller_channel import (
     NoActiveControllerError,
     ZooKeeperUnreachableError,
 )
+from broker.controller_fence import ControllerFence
 from broker.group_apis import GroupApis
 from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
-from broker.network.socket_server import SocketServer, run_until_signalled
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
-from broker.tasks import cancel_and_wait
-from broker.zk import znodes
-from broker.zk.client import ZkClient
-from broker.zk.controller_fence import ControllerFence
-from broker.zk.kafka_zk_client import KafkaZkClient
+from network.socket_server import SocketServer, run_until_signalled
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownRequest
+from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.log_manager import LogManager
+from zk import znodes
+from zk.client import ZkClient
+from zk.kafka_zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

@@ -30,16 +30,8 @@ from broker.config_entries import ConfigDescriber, check_topic_configs
 from broker.config_listener import ConfigChangeListener
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
-from broker.network.request_channel import Request
 from broker.refusals import log_refusal
-from broker.replica_assignment import (
-    BrokerMetadata,
-    assign_replicas,
-    ignore_partial_racks,
-    new_partitions_assignment,
-    validate_topic_assignment,
-)
-from broker.zk import znodes
+from network.request_channel import Request
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
     CreatePartitionsResponse,
@@ -48,6 +40,14 @@ from protocol.messages import (
     Message,
 )
 from protocol.topic import is_internal, topic_name_error
+from server_common.replica_assignment import (
+    BrokerMetadata,
+    assign_replicas,
+    ignore_partial_racks,
+    new_partitions_assignment,
+    validate_topic_assignment,
+)
+from zk import znodes
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from broker.zk.znodes import PartitionState
 from controller.context import ControllerContext, TopicPartition
 from controller.controller_zk import ControllerZkClient
 from controller.request_batch import ControllerBrokerRequestBatch
 from protocol.errors import ErrorCode
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,13 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
-from broker.api_versions import ADVERTISED_VERSIONS
-from broker.network.request_channel import Request
-from broker.zk.znodes import PartitionState
 from controller.alter_partition import IsrChange
 from controller.context import TopicPartition
 from controller.controller import KafkaController
 from controller.replica_election import ElectionType
+from network.request_channel import Request
 from protocol.api import Api, ApiKey, api
+from protocol.api_versions import ADVERTISED_VERSIONS
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import (
     AlterPartitionReassignmentsResponse,
@@ -32,6 +31,7 @@ from protocol.messages import (
     ListPartitionReassignmentsResponse,
     Message,
 )
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

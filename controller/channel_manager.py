@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from broker.network.client import NetworkClient
-from broker.zk.znodes import BrokerRegistration
 from controller.context import LiveBroker
+from network.client import NetworkClient
 from protocol.api import Api
+from zk.znodes import BrokerRegistration
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """Controller configuration: the settings of a ``samsa controller`` process, parsed and validated.
 
-The definitions reuse the broker's ConfigDef machinery and Kafka's names and defaults: a Kafka controller
-ran inside a broker and read the broker's ``server.properties``, so every setting here is the broker
-setting the controller code read (``unclean.leader.election.enable``, ``delete.topic.enable``,
+The definitions use the ConfigDef machinery of ``server_common.config`` and Kafka's names and defaults: a
+Kafka controller ran inside a broker and read the broker's ``server.properties``, so every setting here is
+the broker setting the controller code read (``unclean.leader.election.enable``, ``delete.topic.enable``,
 ``controller.socket.timeout.ms``, ...), plus ``controller.id``, which names this process in
 ``/controller``. An unknown or invalid setting is an error naming it.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from broker.config import (
+from server_common.config import (
     INT_MAX,
     SUPPORTED_SECURITY_PROTOCOLS,
     ConfigDef,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from broker.zk.znodes import BrokerRegistration, PartitionState
+from zk.znodes import BrokerRegistration, PartitionState
 
 
 class TopicPartition(NamedTuple):

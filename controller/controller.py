@@ -21,9 +21,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
-from broker.zk.znodes import PartitionState
 from controller.alter_partition import IsrChange, alter_partition
 from controller.channel_manager import ClientFactory, ControllerChannelManager, network_client
 from controller.config import ControllerConfig
@@ -64,6 +61,9 @@ from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.topic_deletion import TopicDeletionManager
 from protocol.errors import ErrorCode, KafkaError
+from zk import znodes
+from zk.client import ZkClient
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,9 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker import reassignment_json
-from broker.zk import znodes
-from broker.zk.client import ZkClient, ZkOp, ZkTransactionError
 from controller.context import LiveBroker, ReplicaAssignment, TopicPartition
+from zk import reassignment_json, znodes
+from zk.client import ZkClient, ZkOp, ZkTransactionError
 
 log = logging.getLogger(__name__)
 

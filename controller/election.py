@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from broker.zk.znodes import LEADER_NONE
+from zk.znodes import LEADER_NONE
 
 
 class ElectionStrategy(Enum):

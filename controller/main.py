@@ -15,9 +15,9 @@ import sys
 import uvloop
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.cli import setup_logging
-from broker.config import ConfigError
 from controller.config import ControllerConfig
+from server_common.config import ConfigError
+from server_common.log import setup_logging
 
 
 def main(argv: list[str]) -> int:

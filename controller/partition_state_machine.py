@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from broker.zk.znodes import PartitionState
 from controller.context import ControllerContext, PartitionStatus, TopicPartition
 from controller.controller_zk import ControllerMovedError, ControllerZkClient
 from controller.election import (
@@ -32,6 +31,7 @@ from controller.election import (
     reassign_partition_election,
 )
 from controller.request_batch import ControllerBrokerRequestBatch
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

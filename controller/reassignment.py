@@ -26,8 +26,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from broker.reassignment_json import ReassignmentJsonError
-from broker.zk.znodes import PartitionState
 from controller.context import (
     ControllerContext,
     PartitionReplica,
@@ -43,6 +41,8 @@ from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.topic_deletion import TopicDeletionManager
 from protocol.errors import ErrorCode
+from zk.reassignment_json import ReassignmentJsonError
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

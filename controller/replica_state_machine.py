@@ -22,12 +22,12 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from broker.zk.znodes import PartitionState
 from controller.context import ControllerContext, PartitionReplica, ReplicaStatus, TopicPartition
 from controller.controller_zk import ControllerMovedError, ControllerZkClient
 from controller.election import remove_from_isr
 from controller.partition_state_machine import MAX_WRITE_ATTEMPTS
 from controller.request_batch import ControllerBrokerRequestBatch
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

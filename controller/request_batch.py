@@ -16,11 +16,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from broker.zk.znodes import PartitionState
 from controller.context import ControllerContext, TopicPartition
 from protocol.api import Api, ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 

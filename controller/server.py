@@ -1,7 +1,7 @@
 """ControllerServer: the ``samsa controller`` process: its listener, its ZooKeeper session and the
 controller, started in order and stopped cleanly on SIGTERM/SIGINT.
 
-The listener reuses the broker's network layer (acceptor, processors, request channel, handler pool)
+The listener is the shared Reactor of ``network`` (acceptor, processors, request channel, handler pool)
 with the controller's own request handler. It is bound before the election so that ``/controller`` can
 publish the port actually bound when the configured port is 0.
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from broker.network.socket_server import SocketServer, run_until_signalled
-from broker.zk.client import ZkClient
 from controller.apis import ControllerApis
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
+from network.socket_server import SocketServer, run_until_signalled
+from zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.zk.server import ZooKeeperNotInstalled, ZooKeeperServer
 from tests.harness import BrokerProcess, Cluster, free_port
+from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

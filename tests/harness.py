@@ -78,7 +78,7 @@ class ServerProcess:
             self._log.close()
         self._log = open(self.log_path, "ab")  # handed to the child; closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "broker.cli", *self._command()],
+            [sys.executable, "-m", "tools", *self._command()],
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -369,7 +369,7 @@ class Cluster:
         return alive <= registered and bool(zk.exists("/controller"))  # type: ignore[attr-defined]
 
     def active_controller(self) -> ControllerProcess:
-        from broker.zk import znodes
+        from zk import znodes
 
         def find(zk: object) -> int | None:
             found = zk.exists("/controller") and zk.get("/controller")  # type: ignore[attr-defined]
@@ -379,7 +379,7 @@ class Cluster:
         return next(c for c in self.controllers if c.controller_id == controller_id)
 
     def partition_state(self, topic: str, partition: int) -> object:
-        from broker.zk import znodes
+        from zk import znodes
 
         def read(zk: object) -> object:
             path = znodes.partition_state_path(topic, partition)

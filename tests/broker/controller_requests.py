@@ -9,8 +9,8 @@ import uuid
 
 from kazoo.client import KazooClient
 
-from broker.zk import znodes
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from zk import znodes
 
 FAKE_CONTROLLER_ID = 9001
 

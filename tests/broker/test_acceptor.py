@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from broker.network.acceptor import configure_accepted
+from network.acceptor import configure_accepted
 
 
 def _buffers(sock: socket.socket) -> tuple[int, int]:

@@ -8,7 +8,9 @@ from collections import Counter
 
 import pytest
 
-from broker.replica_assignment import (
+from broker.topic_admin import MAX_PARTITIONS_PER_BATCH
+from protocol.errors import ErrorCode, KafkaError
+from server_common.replica_assignment import (
     BrokerMetadata,
     assign_replicas,
     ignore_partial_racks,
@@ -16,10 +18,8 @@ from broker.replica_assignment import (
     rack_alternated_broker_list,
     validate_topic_assignment,
 )
-from broker.topic_admin import MAX_PARTITIONS_PER_BATCH
-from broker.zk import znodes
-from broker.zk.client import JUTE_MAX_BUFFER
-from protocol.errors import ErrorCode, KafkaError
+from zk import znodes
+from zk.client import JUTE_MAX_BUFFER
 
 FIVE = [BrokerMetadata(i) for i in range(5)]
 RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from broker.zk.server import ZooKeeperServer
 from tests.broker.test_admin_cluster import AdminCluster, admin_cluster
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 

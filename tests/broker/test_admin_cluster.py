@@ -20,8 +20,6 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from broker.zk.server import ZooKeeperServer
-from broker.zk.znodes import parse_topic_id
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -39,6 +37,8 @@ from protocol.messages import (
 )
 from protocol.record_batch import Record, encode_batch
 from tests.harness import BrokerProcess, ControllerProcess, RawClient
+from zk.server import ZooKeeperServer
+from zk.znodes import parse_topic_id
 
 _chroots = itertools.count()
 

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from broker.producer_id_manager import BLOCK_SIZE, LONG_MAX, ProducerIdManager
-from broker.zk import znodes
-from broker.zk.client import ZkClient
 from protocol.errors import ErrorCode, KafkaError
+from zk import znodes
+from zk.client import ZkClient
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError, KafkaConfig, read_properties
+from broker.config import KafkaConfig
+from server_common.config import ConfigError, read_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from broker.network.processor import Connection, Processor
-from broker.network.request_channel import RequestChannel
+from network.processor import Connection, Processor
+from network.request_channel import RequestChannel
 from protocol.api import ApiKey, api
 from protocol.frame import encode_request
 from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
@@ -125,7 +125,7 @@ async def test_file_regions_go_out_by_sendfile_in_order_even_when_the_socket_is_
     import os
     import socket
 
-    from broker.network.send import FileRegion
+    from network.send import FileRegion
     from protocol.messages import FetchResponse
 
     data = os.urandom(6 << 20)
@@ -140,7 +140,7 @@ async def test_file_regions_go_out_by_sendfile_in_order_even_when_the_socket_is_
     processor = Processor(0, channel, lambda key: (VERSIONS, 0, 4), 1 << 20, lambda ip: None)
     _, connection = await loop.connect_accepted_socket(lambda: Connection(processor, "PLAINTEXT", "x"), ours)
     fetch = api(ApiKey.FETCH)
-    from broker.network.request_channel import Request
+    from network.request_channel import Request
 
     requests = [Request(connection, fetch, 12, i, "c", None, 0, 12) for i in range(3)]
     for r in requests:

@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
-from broker.network.client import NetworkClient
-from broker.zk.controller_fence import ControllerFence
+from broker.controller_fence import ControllerFence
+from network.client import NetworkClient
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import StopReplicaRequest

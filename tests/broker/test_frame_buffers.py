@@ -9,7 +9,7 @@ import gc
 import weakref
 from pathlib import Path
 
-from broker.network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
+from network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode

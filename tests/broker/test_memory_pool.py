@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from broker.network.memory_pool import MemoryPool
-from broker.network.processor import Connection, Processor
-from broker.network.request_channel import RequestChannel
+from network.memory_pool import MemoryPool
+from network.processor import Connection, Processor
+from network.request_channel import RequestChannel
 from protocol.api import ApiKey, api
 from protocol.frame import encode_request
 from protocol.messages import ApiVersionsRequest
@@ -65,7 +65,7 @@ def test_an_unbounded_pool_never_refuses() -> None:
 def test_a_pause_is_logged_once_however_many_connections_wait(caplog: pytest.LogCaptureFixture) -> None:
     pool = MemoryPool(10)
     pool.reserve(Waiter("holder"), 10)
-    with caplog.at_level(logging.WARNING, logger="broker.network.memory_pool"):
+    with caplog.at_level(logging.WARNING, logger="network.memory_pool"):
         for i in range(5):
             pool.reserve(Waiter(f"10.0.0.{i}:1"), 100)
     lines = [r.getMessage() for r in caplog.records]

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from broker.network.client import NetworkClient
+from network.client import NetworkClient
 from protocol.api import ApiKey, api
 from protocol.frame import SIZE, encode_response, peek_request
 from protocol.messages import ApiVersionsRequest, ApiVersionsResponse

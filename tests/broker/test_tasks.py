@@ -1,10 +1,10 @@
-"""broker.tasks.cancel_and_wait: shutdown ends every task, started or not, whatever it raises."""
+"""server_common.tasks.cancel_and_wait: shutdown ends every task, started or not, whatever it raises."""
 
 from __future__ import annotations
 
 import asyncio
 
-from broker.tasks import cancel_and_wait
+from server_common.tasks import cancel_and_wait
 
 
 async def test_cancels_running_tasks_and_waits_for_their_cleanup() -> None:

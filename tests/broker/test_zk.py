@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 import pytest
 from kazoo.client import KazooClient
 
-from broker.zk import znodes
-from broker.zk.client import JUTE_MAX_BUFFER, ZkClient, ZkOp, ZkRequestTooLargeError, ZkTransactionError
-from broker.zk.server import ZooKeeperServer
+from zk import znodes
+from zk.client import JUTE_MAX_BUFFER, ZkClient, ZkOp, ZkRequestTooLargeError, ZkTransactionError
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 

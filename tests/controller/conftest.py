@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
 from tests.controller.fake_broker import FakeBroker
 from tests.harness import ControllerProcess
+from zk import znodes
+from zk.client import ZkClient
 
 
 @pytest.fixture

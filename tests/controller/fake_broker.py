@@ -10,13 +10,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from broker.config import Endpoint
-from broker.handler_pool import KafkaRequestHandlerPool
-from broker.network.acceptor import Acceptor, ConnectionQuotas
-from broker.network.processor import Processor
-from broker.network.request_channel import Request, RequestChannel
-from broker.zk import znodes
-from broker.zk.client import ZkClient
+from network.acceptor import Acceptor, ConnectionQuotas
+from network.handler_pool import KafkaRequestHandlerPool
+from network.processor import Processor
+from network.request_channel import Request, RequestChannel
 from protocol.api import Api, ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -26,6 +23,9 @@ from protocol.messages import (
     StopReplicaResponse,
     UpdateMetadataResponse,
 )
+from server_common.config import Endpoint
+from zk import znodes
+from zk.client import ZkClient
 
 _SERVED = {
     ApiKey.API_VERSIONS: (0, 4),

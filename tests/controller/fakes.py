@@ -10,10 +10,10 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
-from broker.zk.znodes import BrokerRegistration, PartitionState
 from controller.context import ControllerContext, LiveBroker, ReplicaAssignment, TopicPartition
 from controller.controller_zk import ControllerMovedError, StateUpdateResult
 from protocol.api import Api
+from zk.znodes import BrokerRegistration, PartitionState
 
 
 class FakeZk:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import ConfigError
 from controller.config import ControllerConfig
 from controller.main import main
+from server_common.config import ConfigError
 
 REQUIRED = {"controller.id": "9001", "zookeeper.connect": "zk:2181/samsa"}
 

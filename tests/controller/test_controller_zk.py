@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
-from broker.zk.znodes import PartitionState
 from controller.context import TopicPartition
 from controller.controller_zk import ControllerMovedError, ControllerZkClient
 from tests.controller.zk_helpers import create_topic, snapshot
+from zk import znodes
+from zk.client import ZkClient
+from zk.znodes import PartitionState
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from broker.zk.znodes import PartitionState
 from controller.context import (
     ControllerContext,
     PartitionReplica,
@@ -26,6 +25,7 @@ from controller.topic_deletion import TopicDeletionManager
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from tests.controller.fakes import FakeZk, RecordingSender, make_context
+from zk.znodes import PartitionState
 
 LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = (
     ApiKey.LEADER_AND_ISR,

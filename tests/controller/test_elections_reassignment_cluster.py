@@ -10,10 +10,7 @@ from typing import Any
 
 import pytest
 
-from broker import reassignment_json
-from broker.network.client import NetworkClient
-from broker.zk import znodes
-from broker.zk.client import ZkClient
+from network.client import NetworkClient
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -25,6 +22,8 @@ from protocol.messages import (
 from tests.controller.fake_broker import FakeBroker, eventually
 from tests.controller.zk_helpers import active_controller, create_topic, leader_epoch_isr, partition_state
 from tests.harness import ControllerProcess
+from zk import reassignment_json, znodes
+from zk.client import ZkClient
 
 pytestmark = pytest.mark.integration
 

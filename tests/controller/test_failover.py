@@ -10,8 +10,6 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest, ControlledShutdownRequest
@@ -25,6 +23,8 @@ from tests.controller.zk_helpers import (
     state_is,
 )
 from tests.harness import ControllerProcess, RawClient
+from zk import znodes
+from zk.client import ZkClient
 
 pytestmark = pytest.mark.integration
 

@@ -3,13 +3,13 @@ epochs and the deletion sentinels."""
 
 from __future__ import annotations
 
-from broker.zk.znodes import PartitionState
 from controller.context import TopicPartition
 from controller.request_batch import ControllerBrokerRequestBatch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import StopReplicaResponse
 from tests.controller.fakes import RecordingSender, make_context
+from zk.znodes import PartitionState
 
 LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = (
     ApiKey.LEADER_AND_ISR,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from broker.zk.znodes import PartitionState
 from controller.alter_partition import IsrChange, alter_partition
 from controller.context import (
     ControllerContext,
@@ -22,6 +21,7 @@ from controller.request_batch import ControllerBrokerRequestBatch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from tests.controller.fakes import FakeZk, RecordingSender, make_context
+from zk.znodes import PartitionState
 
 LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = (
     ApiKey.LEADER_AND_ISR,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
+from zk import znodes
+from zk.client import ZkClient
 
 
 async def create_topic(

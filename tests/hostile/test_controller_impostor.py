@@ -13,13 +13,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.zk import znodes
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import StopReplicaRequest
 from tests.broker.controller_requests import leader_and_isr, read_broker_epoch, stop_replica, update_metadata
 from tests.harness import Cluster, RawClient
 from tests.hostile.conftest import Bystander
+from zk import znodes
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,6 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker.config_catalog import ResourceType
-from broker.zk import znodes
-from broker.zk.client import JUTE_MAX_BUFFER
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -28,6 +26,8 @@ from protocol.messages import (
 )
 from tests.harness import Cluster, RawClient
 from tests.hostile.conftest import Bystander
+from zk import znodes
+from zk.client import JUTE_MAX_BUFFER
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.network.socket_server import FORCED_EXIT_CODE
-from broker.zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+from network.socket_server import FORCED_EXIT_CODE
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.harness import Cluster, ServerProcess, free_port
+from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 

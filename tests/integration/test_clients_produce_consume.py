@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker.zk.server import ZooKeeperServer
 from protocol import compression, record_batch
 from protocol.api import ApiKey
 from protocol.messages import ApiVersionsRequest, MetadataRequest
 from tests.clients import runners
 from tests.harness import Cluster, RawClient, fetch_request
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from broker.cli import consumer_groups
-from broker.zk.server import ZooKeeperServer
 from tests.harness import Cluster
+from tools import consumer_groups
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ async def samsa(cluster: Cluster, *args: str) -> Result:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker.cli",
+        "tools",
         "consumer-groups",
         "--bootstrap-server",
         cluster.bootstrap,

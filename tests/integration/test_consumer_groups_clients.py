@@ -34,9 +34,9 @@ from typing import Any
 
 import pytest
 
-from broker.zk.server import ZooKeeperServer
 from tests.clients import runners
 from tests.harness import Cluster, JsonEvents
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
@@ -222,7 +222,7 @@ def described_shares(cluster: Cluster, group: str) -> dict[str, frozenset[int]]:
     """Member id -> partitions, as ``samsa consumer-groups --describe --members --verbose`` shows them."""
     result = subprocess.run(
         [
-            *(sys.executable, "-m", "broker.cli", "consumer-groups", "--bootstrap-server", cluster.bootstrap),
+            *(sys.executable, "-m", "tools", "consumer-groups", "--bootstrap-server", cluster.bootstrap),
             *("--describe", "--group", group, "--members", "--verbose"),
         ],
         capture_output=True,

@@ -34,7 +34,6 @@ from typing import Any
 
 import pytest
 
-from broker.zk.server import ZooKeeperServer
 from coordinator.group_metadata_manager import partition_for
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -53,6 +52,7 @@ from protocol.messages import (
     SyncGroupRequest,
 )
 from tests.harness import Cluster, JsonEvents, RawClient
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 

@@ -92,7 +92,7 @@ def test_compose_cluster_serves_clients_on_the_host(monkeypatch: pytest.MonkeyPa
 
     def samsa(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "broker.cli", *args],
+            [sys.executable, "-m", "tools", *args],
             cwd=ROOT,
             input=stdin,
             capture_output=True,

@@ -23,15 +23,14 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition, errors
 from kafka.admin import KafkaAdminClient
 
-from broker import reassignment_json
-from broker.cli.replica_verification import Fetched, OffsetMismatch, ReplicaVerifier
-from broker.zk import znodes
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataRequest
 from tests.harness import Cluster, RawClient, fetch_request
 from tests.integration.test_tools import eventually, samsa
+from tools.replica_verification import Fetched, OffsetMismatch, ReplicaVerifier
+from zk import reassignment_json, znodes
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.cli.console import LineReader, RecordFormatter, RecordParseError
-from broker.cli.probe import answers_api_versions
 from tests.harness import ROOT, free_port
+from tools.console import LineReader, RecordFormatter, RecordParseError
+from tools.probe import answers_api_versions
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ class Up:
 
     def command(self) -> list[str]:
         return [
-            sys.executable, "-m", "broker.cli", "up",
+            sys.executable, "-m", "tools", "up",
             "--data-dir", str(self.data_dir),
             "--brokers", str(self.brokers),
             "--controllers", str(self.controllers),
@@ -133,7 +133,7 @@ class Up:
 
 def samsa(*args: str, stdin: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "tools", *args],
         cwd=ROOT,
         input=stdin,
         capture_output=True,

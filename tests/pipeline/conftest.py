@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from broker.zk.server import ZooKeeperServer
 from tests.harness import Cluster
+from zk.server import ZooKeeperServer
 
 _topics = itertools.count()
 

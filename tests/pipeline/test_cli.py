@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.cli import COMMANDS, main
 from tests.harness import Cluster
+from tools import COMMANDS, main
 
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install -e '.[pipeline]')")
 

@@ -224,7 +224,7 @@ def test_driver_killed_mid_stream_resumes_from_the_checkpoint_exactly(
     send(samsa, source, events)
     cfg = config(samsa, source, tmp_path / "checkpoint")
     offsets = cfg.checkpoint / "parquet-sink" / "offsets"
-    command = [sys.executable, "-m", "broker.cli", "pipeline", "run", "--bootstrap", samsa.bootstrap]
+    command = [sys.executable, "-m", "tools", "pipeline", "run", "--bootstrap", samsa.bootstrap]
     command += ["--in", source, "--out", cfg.out_topic, "--checkpoint", str(cfg.checkpoint)]
     command += ["--available-now", "--max-offsets-per-trigger", "100"]
     with open(tmp_path / "driver.log", "wb") as log:

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from broker.zk.server import ZooKeeperNotInstalled
 from tests.harness import ROOT
 from tests.reliability.scenario import Scenario, Settings
+from zk.server import ZooKeeperNotInstalled
 
 RESULTS = Path(__file__).parent / "results.md"
 RESULTS_HEADER = """# Reliability test results

@@ -264,7 +264,7 @@ def _rmdir_when_empty(path: Path, timeout: float = 5.0) -> None:
 
 
 class _Process(Protocol):
-    """What tests.harness.ServerProcess and broker.zk.server.ZooKeeperServer have in common."""
+    """What tests.harness.ServerProcess and zk.server.ZooKeeperServer have in common."""
 
     process: subprocess.Popen | None
 

@@ -33,14 +33,14 @@ from typing import Any
 
 import pytest
 
-from broker.zk import znodes
-from broker.zk.server import ZooKeeperServer
 from tests.harness import ROOT, Cluster, free_port
 from tests.reliability import checker
 from tests.reliability.checker import Report
 from tests.reliability.faults import Node, Sandbox
 from tests.reliability.history import INFO, OK, SEND, HistoryWriter, Op, load
 from tests.reliability.replicas import read_replicas
+from zk import znodes
+from zk.server import ZooKeeperServer
 
 TOPIC = "reliability"
 FIRST_VALUE_STRIDE = 1_000_000_000

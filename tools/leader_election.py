@@ -22,10 +22,10 @@ import sys
 from collections import Counter, defaultdict
 from typing import NoReturn
 
-from broker.cli.admin_client import AdminClient, AdminError
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import ElectLeadersRequest
+from tools.admin_client import AdminClient, AdminError
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 REQUEST_TIMEOUT_MS = 30_000

@@ -12,8 +12,8 @@ import time
 
 from kazoo.exceptions import NodeExistsError
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
+from zk import znodes
+from zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from broker.network.frame_buffers import FrameBuffers
+from network.frame_buffers import FrameBuffers
 from protocol.api import Api
 from protocol.frame import SIZE, decode_response, encode_request
 from protocol.messages import Message

@@ -38,10 +38,10 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from broker.zk import znodes
-from broker.zk.client import ZkClient
-from broker.zk.kafka_zk_client import KafkaZkClient
 from protocol.errors import ErrorCode
+from zk import znodes
+from zk.client import ZkClient
+from zk.kafka_zk_client import KafkaZkClient
 
 NO_BROKER_EPOCH = -1  # Kafka's AbstractControlRequest.UNKNOWN_BROKER_EPOCH
 INITIAL_CONTROLLER_EPOCH = 0  # Kafka's: no controller elected yet

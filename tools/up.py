@@ -1,6 +1,6 @@
 """``samsa up``: a whole local cluster as child processes of one command, for development and ``make run``.
 
-It starts ZooKeeper (Debian's package, through ``broker.zk.server``), M controllers (ids 9001, 9002, ...)
+It starts ZooKeeper (Debian's package, through ``zk.server``), M controllers (ids 9001, 9002, ...)
 and N brokers (ids 1..N), each with a config file and a log file of its own under the data dir:
 
     DIR/zookeeper/            zoo.cfg, data/, zookeeper.log, zookeeper.pid
@@ -37,10 +37,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from broker.cli import setup_logging
-from broker.cli.probe import answers_api_versions
-from broker.zk import znodes
-from broker.zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+from server_common.log import setup_logging
+from tools.probe import answers_api_versions
+from zk import znodes
+from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
 
 FIRST_CONTROLLER_ID = 9001
 STARTUP_TIMEOUT = 90.0  # a broker may wait for its previous session's registration to expire
@@ -171,7 +171,7 @@ class Cluster:
         self._announce(Child("zookeeper", 1, self.zookeeper.process, zk_dir / "zookeeper.log"))
 
     def _spawn(self, role: str, child_id: int, command: str, config: Path, log_path: Path) -> None:
-        args = [sys.executable, "-m", "broker.cli", command, "--config", str(config)]
+        args = [sys.executable, "-m", "tools", command, "--config", str(config)]
         log = open(log_path, "ab")  # handed to the child
         try:
             process = subprocess.Popen(

@@ -22,10 +22,10 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from broker.network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
-from broker.network.memory_pool import MemoryPool
-from broker.network.request_channel import Request, RequestChannel
-from broker.network.send import FileRegion
+from network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
+from network.memory_pool import MemoryPool
+from network.request_channel import Request, RequestChannel
+from network.send import FileRegion
 from protocol.api import Api, ApiKey
 from protocol.frame import decode_request, encode_response, peek_request
 from protocol.messages import Message

@@ -19,14 +19,14 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
-from broker.config import ServerConfig
-from broker.handler_pool import KafkaRequestHandlerPool, RequestHandler
-from broker.network.acceptor import Acceptor, ConnectionQuotas
-from broker.network.memory_pool import MemoryPool
-from broker.network.processor import Processor
-from broker.network.request_channel import RequestChannel
-from broker.tasks import cancel_and_wait
+from network.acceptor import Acceptor, ConnectionQuotas
+from network.handler_pool import KafkaRequestHandlerPool, RequestHandler
+from network.memory_pool import MemoryPool
+from network.processor import Processor
+from network.request_channel import RequestChannel
 from protocol.api import Api
+from server_common.config import ServerConfig
+from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

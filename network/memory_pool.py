@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from broker.refusals import RefusalLog
+from server_common.log import LogThrottle
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class MemoryPool:
         self.max_bytes = max_bytes
         self.used = 0
         self._waiting: dict[MemoryWaiter, int] = {}  # insertion order: the order they started waiting
-        self._pause_log = RefusalLog(burst=1, per_second=_PAUSE_LOG_PER_SECOND)
+        self._pause_log = LogThrottle(burst=1, per_second=_PAUSE_LOG_PER_SECOND)
 
     @property
     def exhausted(self) -> bool:

@@ -14,9 +14,9 @@ import socket
 from collections import Counter
 from collections.abc import Sequence
 
-from broker.config import Endpoint
-from broker.network.processor import Processor
-from broker.tasks import cancel_and_wait
+from network.processor import Processor
+from server_common.config import Endpoint
+from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Is a Kafka listener answering? One blocking ApiVersions round trip, for ``samsa up``'s readiness wait
-and the Docker healthchecks: ``python -m broker.cli.probe HOST:PORT`` exits 0 when it answers, else 1.
+and the Docker healthchecks: ``python -m tools.probe HOST:PORT`` exits 0 when it answers, else 1.
 
 ApiVersions v0 is used because every Kafka-protocol listener (broker or controller) answers it before
 anything else is negotiated.
@@ -43,7 +43,7 @@ def answers_api_versions(host: str, port: int, timeout: float = 2.0) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or ":" not in argv[0]:
-        print("usage: python -m broker.cli.probe HOST:PORT", file=sys.stderr)
+        print("usage: python -m tools.probe HOST:PORT", file=sys.stderr)
         return 2
     host, _, port = argv[0].rpartition(":")
     return 0 if answers_api_versions(host.strip("[]"), int(port)) else 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.api import Api
 
 if TYPE_CHECKING:
-    from broker.network.processor import Connection
+    from network.processor import Connection
 
 
 @dataclass(slots=True, eq=False)

@@ -33,8 +33,8 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import KafkaError
 
-from broker.cli import setup_logging
-from broker.cli.usage import UsageError, UsageParser
+from server_common.log import setup_logging
+from tools.usage import UsageError, UsageParser
 
 log = logging.getLogger("samsa.console")
 

@@ -1,42 +1,33 @@
 """The ``samsa`` command: one entry point whose subcommands are Samsa's processes and tools.
 
-Each subcommand lives with the package it belongs to and is found by name, so that this entry point
-does not make ``broker`` depend on the others: ``samsa controller`` runs ``controller.main:main``.
+The tools (``samsa topics``, ``samsa up``, ...) live in this package: Kafka clients, as Kafka's
+``kafka.tools``. The processes' subcommands live with their packages and are found by name, so that this
+entry point makes ``tools`` depend on neither: ``samsa broker`` runs ``broker.main:main`` and ``samsa
+controller`` runs ``controller.main:main``.
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
-import os
 import sys
-
-LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
 
 # subcommand -> (module:function taking argv and returning an exit code, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "broker": ("broker.cli.broker_command:main", "run a broker"),
+    "broker": ("broker.main:main", "run a broker"),
     "controller": ("controller.main:main", "run a controller (one is active, the others stand by)"),
-    "up": ("broker.cli.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
-    "topics": ("broker.cli.topics:main", "create, describe, alter, delete and list topics"),
-    "consumer-groups": ("broker.cli.consumer_groups:main", "list, describe and delete groups; reset offsets"),
-    "console-producer": ("broker.cli.console:producer_main", "produce lines from stdin"),
-    "console-consumer": ("broker.cli.console:consumer_main", "print records to stdout"),
-    "reassign-partitions": ("broker.cli.reassign_partitions:main", "move partitions between brokers"),
-    "leader-election": ("broker.cli.leader_election:main", "elect preferred (or unclean) partition leaders"),
+    "up": ("tools.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
+    "topics": ("tools.topics:main", "create, describe, alter, delete and list topics"),
+    "consumer-groups": ("tools.consumer_groups:main", "list, describe and delete groups; reset offsets"),
+    "console-producer": ("tools.console:producer_main", "produce lines from stdin"),
+    "console-consumer": ("tools.console:consumer_main", "print records to stdout"),
+    "reassign-partitions": ("tools.reassign_partitions:main", "move partitions between brokers"),
+    "leader-election": ("tools.leader_election:main", "elect preferred (or unclean) partition leaders"),
     "replica-verification": (
-        "broker.cli.replica_verification:main",
+        "tools.replica_verification:main",
         "check that every replica holds the same data up to the high watermark",
     ),
     "pipeline": ("pipeline.cli:main", "the Spark data pipeline: generate activity, run the page-stats job"),
 }
-
-
-def setup_logging(level: str | None = None) -> None:
-    level = (level or os.environ.get("SAMSA_LOG_LEVEL") or "INFO").upper()
-    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
-    # kazoo narrates every connection at INFO; its session changes are logged by broker.zk.client.
-    logging.getLogger("kazoo").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 def _usage() -> str:

@@ -1,4 +1,4 @@
-"""Ending the broker's background tasks at shutdown."""
+"""Ending a server's background tasks at shutdown."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any
 
-from broker.network.client import NetworkClient
+from network.client import NetworkClient
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode, description, retriable
 from protocol.messages import ApiVersionsRequest, FindCoordinatorRequest, Message, MetadataRequest

@@ -13,8 +13,9 @@ import sys
 
 import uvloop
 
-from broker.cli import setup_logging
-from broker.config import ConfigError, KafkaConfig
+from broker.config import KafkaConfig
+from server_common.config import ConfigError
+from server_common.log import setup_logging
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,6 @@
 """The request handler pool: ``num.io.threads`` workers taking requests off the RequestChannel.
 
-All workers run on the broker's one event loop; there are several so that a handler that awaits
+All workers run on the server's one event loop; there are several so that a handler that awaits
 (a ZooKeeper write, a delayed operation) does not hold up the requests of other connections. A handler
 whose answer may take as long as a group rebalance returns a ``Parked`` future instead: the worker moves
 on, and the response is written once the future is done (Kafka's handler threads never wait either).
@@ -13,9 +13,9 @@ import logging
 from functools import partial
 from typing import Protocol
 
-from broker.network.request_channel import Request, RequestChannel
-from broker.tasks import cancel_and_wait
+from network.request_channel import Request, RequestChannel
 from protocol.messages import Message
+from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

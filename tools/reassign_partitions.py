@@ -27,17 +27,17 @@ import sys
 from collections import Counter
 from typing import Any
 
-from broker import reassignment_json
-from broker.cli.admin_client import AdminClient, AdminError
-from broker.cli.usage import UsageError, UsageParser
-from broker.reassignment_json import ANY_LOG_DIR, ReassignmentJsonError
-from broker.replica_assignment import BrokerMetadata, assign_replicas
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import (
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
 )
+from server_common.replica_assignment import BrokerMetadata, assign_replicas
+from tools.admin_client import AdminClient, AdminError
+from tools.usage import UsageError, UsageParser
+from zk import reassignment_json
+from zk.reassignment_json import ANY_LOG_DIR, ReassignmentJsonError
 
 ACTIONS = ("generate", "execute", "verify", "cancel", "list")
 REQUIRED = {

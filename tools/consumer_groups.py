@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from broker.cli.admin_client import AdminClient, AdminError
-from broker.cli.usage import UsageError, UsageParser
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import (
@@ -45,6 +43,8 @@ from protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
 )
+from tools.admin_client import AdminClient, AdminError
+from tools.usage import UsageError, UsageParser
 
 MISSING = "-"
 LATEST, EARLIEST = -1, -2  # ListOffsets' special timestamps

@@ -18,10 +18,6 @@ import sys
 import uuid
 from typing import Any
 
-from broker.cli.admin_client import AdminClient, AdminError
-from broker.cli.topic_filter import topic_filter
-from broker.cli.usage import UsageError, UsageParser
-from broker.zk.znodes import topic_id_string
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import (
@@ -32,6 +28,10 @@ from protocol.messages import (
     IncrementalAlterConfigsRequest,
 )
 from protocol.topic import is_internal
+from tools.admin_client import AdminClient, AdminError
+from tools.topic_filter import topic_filter
+from tools.usage import UsageError, UsageParser
+from zk.znodes import topic_id_string
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 DEFAULT_CONFIG = 5  # DescribeConfigs ConfigSource.DEFAULT_CONFIG

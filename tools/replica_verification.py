@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
 
-from broker.cli.admin_client import AdminClient, AdminError, parse_bootstrap
-from broker.cli.topic_filter import topic_filter
-from broker.network.client import NetworkClient
+from network.client import NetworkClient
 from protocol import record_batch
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
+from tools.admin_client import AdminClient, AdminError, parse_bootstrap
+from tools.topic_filter import topic_filter
 
 DEBUGGING_CONSUMER_ID = -2
 MAX_FETCH_VERSION = 12  # later versions name topics by id

@@ -1,1 +1,0 @@
-"""The Reactor: an acceptor, processors (connection I/O and framing) and the RequestChannel."""

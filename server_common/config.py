@@ -1,0 +1,247 @@
+"""The configuration machinery shared by Samsa's server processes: Kafka's ``ConfigDef`` (setting names,
+types, defaults and validators), Java-properties parsing, listeners, and ``ServerConfig``, the validated
+settings of a broker or a controller read back by their Kafka name: ``config["num.io.threads"]``.
+
+Each process names its own definitions: the broker's in ``broker/config.py``, the controller's in
+``controller/config.py``. An unknown or invalid setting is a ``ConfigError`` naming it.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Self
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A setting is unknown, missing or invalid. The message names the setting."""
+
+
+class ConfigType(Enum):
+    BOOLEAN = "boolean"
+    STRING = "string"
+    INT = "int"
+    SHORT = "short"
+    LONG = "long"
+    DOUBLE = "double"
+    LIST = "list"
+    PASSWORD = "password"
+
+
+_NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any
+    validator: Callable[[str, Any], None] | None = None
+    doc: str = ""
+
+
+def at_least(minimum: float) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ConfigError(f"{name}={value} is invalid: the value must be at least {minimum}")
+
+    return check
+
+
+def one_of(*allowed: str) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v is not None and v not in allowed:
+                raise ConfigError(f"{name}={v} is invalid: expected one of {', '.join(allowed)}")
+
+    return check
+
+
+def _parse_value(key: ConfigKey, raw: Any) -> Any:
+    """Kafka's ConfigDef.parseType: strings are trimmed, numbers range-checked by type."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    t = key.type
+    try:
+        if t is ConfigType.BOOLEAN:
+            if text.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text.lower() == "true"
+        if t in (ConfigType.STRING, ConfigType.PASSWORD):
+            return text
+        if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            value = int(text)
+            bits = {ConfigType.SHORT: 15, ConfigType.INT: 31, ConfigType.LONG: 63}[t]
+            if not -(2**bits) <= value < 2**bits:
+                raise ValueError(f"out of range for a {t.value}")
+            return value
+        if t is ConfigType.DOUBLE:
+            return float(text)
+        if t is ConfigType.LIST:
+            return [item.strip() for item in text.split(",") if item.strip()] if text else []
+    except ValueError as e:
+        raise ConfigError(f"{key.name}={raw!r} is invalid: {e}") from None
+    raise AssertionError(t)
+
+
+class ConfigDef:
+    """A set of known settings with their types, defaults and validators."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, ConfigKey] = {}
+
+    def define(
+        self,
+        name: str,
+        type: ConfigType,
+        default: Any = _NO_DEFAULT,
+        validator: Callable[[str, Any], None] | None = None,
+        doc: str = "",
+    ) -> ConfigDef:
+        self.keys[name] = ConfigKey(name, type, default, validator, doc)
+        return self
+
+    def parse(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(props) - set(self.keys))
+        if unknown:
+            raise ConfigError(
+                f"unknown configuration setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
+            )
+        values: dict[str, Any] = {}
+        for name, key in self.keys.items():
+            if name in props:
+                value = _parse_value(key, props[name])
+            elif key.default is _NO_DEFAULT:
+                raise ConfigError(f"missing required configuration setting {name}")
+            else:
+                value = _parse_value(key, key.default)
+            if key.validator is not None:
+                key.validator(name, value)
+            values[name] = value
+        return values
+
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]+\]|[^:/\s]*):(-?\d+)$")
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A listener: its name, the security protocol it maps to, and host:port (host "" binds all)."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+def parse_endpoints(name: str, items: Iterable[str], protocol_map: Mapping[str, str]) -> list[Endpoint]:
+    endpoints: list[Endpoint] = []
+    for item in items:
+        m = _LISTENER.match(item)
+        if not m:
+            raise ConfigError(f"{name}: {item!r} is not of the form LISTENER_NAME://host:port")
+        listener, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if listener not in protocol_map:
+            raise ConfigError(f"{name}: listener {listener} has no entry in listener.security.protocol.map")
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{name}: port {port} of {listener} is out of range")
+        if any(e.listener == listener for e in endpoints):
+            raise ConfigError(f"{name}: listener {listener} appears more than once")
+        endpoints.append(Endpoint(listener, protocol_map[listener], host, port))
+    return endpoints
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java .properties: `key=value` or `key: value` lines, `#`/`!` comments, backslash continuations."""
+    props: dict[str, str] = {}
+    logical = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not logical and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            logical += stripped[:-1]
+            continue
+        logical += stripped
+        m = re.match(r"^((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", logical)
+        key, value = (m.group(1), m.group(2)) if m else (logical, "")
+        props[key.replace("\\", "")] = value
+        logical = ""
+    return props
+
+
+class ServerConfig:
+    """The validated settings of a Samsa server process (a broker or a controller), read by Kafka
+    name: ``config["num.io.threads"]``. Subclasses name their ConfigDef; the listeners, their security
+    protocols and what is advertised for them are parsed and checked here for both."""
+
+    DEFINITION: ConfigDef
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        self.originals = dict(props)
+        self._values = self.DEFINITION.parse(props)
+        self.protocol_map: dict[str, str] = {}
+        for item in self._values["listener.security.protocol.map"]:
+            listener, _, protocol = item.partition(":")
+            if not protocol:
+                raise ConfigError(f"listener.security.protocol.map: {item!r} is not LISTENER:PROTOCOL")
+            self.protocol_map[listener.strip().upper()] = protocol.strip().upper()
+        self.listeners = parse_endpoints("listeners", self._values["listeners"], self.protocol_map)
+        if not self.listeners:
+            raise ConfigError("listeners must name at least one listener")
+        for endpoint in self.listeners:
+            if endpoint.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listeners: {endpoint.listener} uses {endpoint.security_protocol}, which Samsa does not "
+                    f"support (supported: {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
+                )
+        advertised = self._values["advertised.listeners"]
+        self.advertised_listeners = (
+            parse_endpoints("advertised.listeners", advertised, self.protocol_map)
+            if advertised
+            else list(self.listeners)
+        )
+        names = {e.listener for e in self.listeners}
+        for endpoint in self.advertised_listeners:
+            if endpoint.listener not in names:
+                raise ConfigError(f"advertised.listeners: {endpoint.listener} is not one of listeners")
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:
+        """Reads a properties file (optional) and applies ``key=value`` overrides over it."""
+        props = read_properties(Path(path).read_text(encoding="utf-8")) if path else {}
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--override {item!r} is not of the form key=value")
+            props[key.strip()] = value
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def advertised_endpoint(self, listener: str, bound_port: int = 0) -> Endpoint:
+        """The address told to others for a listener: an empty host becomes this machine's name, and
+        port 0 (an ephemeral port) the port actually bound."""
+        endpoint = next(e for e in self.advertised_listeners if e.listener == listener)
+        return Endpoint(
+            endpoint.listener,
+            endpoint.security_protocol,
+            endpoint.host or socket.getfqdn(),
+            endpoint.port or bound_port,
+        )
