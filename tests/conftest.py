@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import BrokerProcess, Cluster, free_port
-from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+from tests.harness import BrokerProcess, Cluster, running_zookeeper
+from zk.server import ZooKeeperServer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,15 +32,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """One real ZooKeeper (Debian's package) for the whole run; tests isolate themselves by chroot."""
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), free_port())
-    try:
-        server.start()
-    except ZooKeeperNotInstalled as e:
-        pytest.skip(str(e))
-    try:
+    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 _chroots = itertools.count()

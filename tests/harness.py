@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -33,6 +34,25 @@ def free_port() -> int:
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port
+
+
+@contextlib.contextmanager
+def running_zookeeper(workdir: Path) -> Iterator[Any]:
+    """A real ZooKeeper (Debian's package) on a free port in ``workdir``, stopped on exit; the calling
+    test is skipped, saying why, when ZooKeeper is not installed."""
+    import pytest
+
+    from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+
+    server = ZooKeeperServer(workdir, free_port())
+    try:
+        server.start()
+    except ZooKeeperNotInstalled as e:
+        pytest.skip(str(e))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def wait_for_port(host: str, port: int, timeout: float, process: subprocess.Popen | None = None) -> None:

@@ -10,31 +10,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from broker.metadata_cache import BrokerInfo, MetadataCache
 from broker.replica_manager import ReplicaManager
-from protocol import record_batch
 from protocol.errors import ErrorCode
 from protocol.record_batch import Record, encode_batch
-from storage.config import LogConfig
 from storage.log_manager import LogManager
 from tests.broker.controller_requests import leader_and_isr, stop_replica
 from tests.storage.helpers import descriptors_limited
 
 BROKER = 1
 MANY = 1_000
-
-
-@pytest.fixture
-def logs(tmp_path: Path) -> Iterator[LogManager]:
-    manager = LogManager([str(tmp_path / "logs")], LogConfig(), record_batch)
-    try:
-        yield manager
-    finally:
-        manager.shutdown()
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from network.socket_server import FORCED_EXIT_CODE
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
-from tests.harness import Cluster, ServerProcess, free_port
-from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+from tests.harness import Cluster, ServerProcess, running_zookeeper
+from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
@@ -44,15 +44,9 @@ WAITING_FOREVER_MS = 120_000  # a ZooKeeper timeout no test waits out: the first
 
 @pytest.fixture
 def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path / "zookeeper", free_port())
-    try:
-        server.start()
-    except ZooKeeperNotInstalled as e:
-        pytest.skip(str(e))
-    try:
+    """A ZooKeeper of this test's own, which it stops and starts again."""
+    with running_zookeeper(tmp_path / "zookeeper") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _cluster(tmp_path: Path, zookeeper: ZooKeeperServer, brokers: int, zk_timeout_ms: int) -> Cluster:
