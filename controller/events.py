@@ -30,11 +30,6 @@ class ControllerChange(ControllerEvent):
 
 
 @dataclass
-class Reelect(ControllerEvent):
-    """``/controller`` disappeared: resign if it was ours, then run for election."""
-
-
-@dataclass
 class SessionExpired(ControllerEvent):
     """The ZooKeeper session was lost: its ephemeral ``/controller`` is gone with it."""
 

@@ -122,7 +122,3 @@ def _apis() -> dict[int, Api]:
 def api(key: int) -> Api | None:
     """The API with this key, or None if Samsa has no schema for it."""
     return _apis().get(key)
-
-
-def all_apis() -> dict[int, Api]:
-    return dict(_apis())

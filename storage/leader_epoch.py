@@ -37,16 +37,6 @@ class LeaderEpochFileCache:
         with self._lock:
             return self._entries[-1].epoch if self._entries else None
 
-    @property
-    def latest_entry(self) -> EpochEntry | None:
-        with self._lock:
-            return self._entries[-1] if self._entries else None
-
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        with self._lock:
-            return self._entries[0] if self._entries else None
-
     def assign(self, epoch: int, start_offset: int) -> None:
         """Records that `epoch` starts at `start_offset`; a no-op when that is already known."""
         if epoch < 0 or start_offset < 0:
@@ -70,10 +60,6 @@ class LeaderEpochFileCache:
                 )
             self._entries = [*kept, EpochEntry(epoch, start_offset)]
             self._flush()
-
-    def previous_epoch(self) -> int | None:
-        with self._lock:
-            return self._entries[-2].epoch if len(self._entries) > 1 else None
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch the record at `offset` was written in, if known."""
@@ -116,11 +102,6 @@ class LeaderEpochFileCache:
             if [first, *rest] != self._entries:
                 self._entries = [first, *rest]
                 self._flush()
-
-    def rename_dir(self, partition_dir: str) -> None:
-        """Follows the partition directory after a rename (deletion, replica move)."""
-        with self._lock:
-            self._checkpoint = LeaderEpochCheckpointFile(f"{partition_dir}/{LEADER_EPOCH_CHECKPOINT}")
 
     def clear_and_flush(self) -> None:
         with self._lock:

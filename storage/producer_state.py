@@ -128,10 +128,6 @@ class ProducerStateEntry:
         return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
 
     @property
-    def first_data_offset(self) -> int:
-        return self.batch_metadata[0].first_offset if self.batch_metadata else -1
-
-    @property
     def last_data_offset(self) -> int:
         return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
 
@@ -346,10 +342,6 @@ class ProducerStateManager:
             if txn.last_offset is not None and txn.last_offset < offset:
                 del self._unreplicated[first_offset]
 
-    @property
-    def ongoing_transactions(self) -> list[TxnMetadata]:
-        return [self._ongoing[k] for k in sorted(self._ongoing)]
-
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         """Forgets producers without an open transaction idle for producer.id.expiration.ms."""
         expired = [
@@ -480,6 +472,3 @@ class ProducerStateManager:
         """Stops tracking a snapshot whose file the log renamed for asynchronous deletion."""
         if offset in self.snapshots:
             self.snapshots.remove(offset)
-
-    def rename_dir(self, partition_dir: str) -> None:
-        self.dir = partition_dir

@@ -101,9 +101,6 @@ class AdminClient:
             raise AdminError(f"The broker does not support {key.name} at any version Samsa knows")
         return high
 
-    def supports(self, key: ApiKey) -> bool:
-        return key in self.versions
-
     async def metadata(self, topics: list[str] | None) -> Any:
         """Metadata for ``topics`` (None: every topic; []: none), never creating topics. Updates the
         known brokers and controller."""
