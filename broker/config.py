@@ -21,6 +21,7 @@ from server_common.config import (
     at_least,
     one_of,
 )
+from storage.config import COMPRESSION_TYPES, CREATE_TIME, LOG_APPEND_TIME, LogConfig
 
 _B, _S, _I, _L, _D, _LIST, _P = (
     ConfigType.BOOLEAN,
@@ -33,6 +34,9 @@ _B, _S, _I, _L, _D, _LIST, _P = (
 )
 _POSITIVE = at_least(1)
 _NON_NEGATIVE = at_least(0)
+# The broker settings behind topic configs default to what the topic configs default to, as Kafka's
+# KafkaConfig takes LogConfig's defaults.
+_LOG_DEFAULTS = LogConfig()
 
 # Kafka's broker settings (ZooKeeper mode, Kafka 3.x names and defaults) that Samsa accepts. A setting
 # not listed here is rejected at start rather than silently ignored.
@@ -82,7 +86,7 @@ BROKER_CONFIG = (
     .define("num.recovery.threads.per.data.dir", _I, 1, _POSITIVE)
     .define("auto.create.topics.enable", _B, True)
     .define("delete.topic.enable", _B, True)
-    .define("log.segment.bytes", _I, 1073741824, at_least(14))
+    .define("log.segment.bytes", _I, _LOG_DEFAULTS.segment_bytes, at_least(14))
     .define("log.roll.ms", _L, None)
     .define("log.roll.hours", _I, 168, _POSITIVE)
     .define("log.roll.jitter.ms", _L, None)
@@ -90,42 +94,52 @@ BROKER_CONFIG = (
     .define("log.retention.ms", _L, None)
     .define("log.retention.minutes", _I, None)
     .define("log.retention.hours", _I, 168)
-    .define("log.retention.bytes", _L, -1)
+    .define("log.retention.bytes", _L, _LOG_DEFAULTS.retention_bytes)
     .define("log.retention.check.interval.ms", _L, 300000, _POSITIVE)
-    .define("log.index.size.max.bytes", _I, 10485760, at_least(4))
-    .define("log.index.interval.bytes", _I, 4096, _NON_NEGATIVE)
-    .define("log.flush.interval.messages", _L, LONG_MAX, _POSITIVE)
+    .define("log.index.size.max.bytes", _I, _LOG_DEFAULTS.segment_index_bytes, at_least(4))
+    .define("log.index.interval.bytes", _I, _LOG_DEFAULTS.index_interval_bytes, _NON_NEGATIVE)
+    .define("log.flush.interval.messages", _L, _LOG_DEFAULTS.flush_messages, _POSITIVE)
     .define("log.flush.interval.ms", _L, None)
     .define("log.flush.scheduler.interval.ms", _L, LONG_MAX)
     .define("log.flush.offset.checkpoint.interval.ms", _I, 60000, _NON_NEGATIVE)
     .define("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, _NON_NEGATIVE)
-    .define("log.segment.delete.delay.ms", _L, 60000, _NON_NEGATIVE)
-    .define("log.cleanup.policy", _LIST, "delete", one_of("delete", "compact"))
+    .define("log.segment.delete.delay.ms", _L, _LOG_DEFAULTS.file_delete_delay_ms, _NON_NEGATIVE)
+    .define("log.cleanup.policy", _LIST, _LOG_DEFAULTS.cleanup_policy, one_of("delete", "compact"))
     .define("log.cleaner.enable", _B, True)
     .define("log.cleaner.threads", _I, 1, _NON_NEGATIVE)
-    .define("log.cleaner.min.cleanable.ratio", _D, 0.5)
-    .define("log.cleaner.min.compaction.lag.ms", _L, 0, _NON_NEGATIVE)
-    .define("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, _POSITIVE)
-    .define("log.cleaner.delete.retention.ms", _L, 86400000, _NON_NEGATIVE)
+    .define("log.cleaner.min.cleanable.ratio", _D, _LOG_DEFAULTS.min_cleanable_dirty_ratio)
+    .define("log.cleaner.min.compaction.lag.ms", _L, _LOG_DEFAULTS.min_compaction_lag_ms, _NON_NEGATIVE)
+    .define("log.cleaner.max.compaction.lag.ms", _L, _LOG_DEFAULTS.max_compaction_lag_ms, _POSITIVE)
+    .define("log.cleaner.delete.retention.ms", _L, _LOG_DEFAULTS.delete_retention_ms, _NON_NEGATIVE)
     .define("log.cleaner.backoff.ms", _L, 15000, _NON_NEGATIVE)
     .define("log.cleaner.dedupe.buffer.size", _L, 134217728)
-    .define("log.message.timestamp.type", _S, "CreateTime", one_of("CreateTime", "LogAppendTime"))
+    .define(
+        "log.message.timestamp.type",
+        _S,
+        _LOG_DEFAULTS.message_timestamp_type,
+        one_of(CREATE_TIME, LOG_APPEND_TIME),
+    )
     .define("log.message.timestamp.before.max.ms", _L, LONG_MAX, _NON_NEGATIVE)
     .define("log.message.timestamp.after.max.ms", _L, LONG_MAX, _NON_NEGATIVE)
-    .define("log.message.timestamp.difference.max.ms", _L, LONG_MAX, _NON_NEGATIVE)
-    .define("log.message.downconversion.enable", _B, True)
-    .define("log.message.format.version", _S, "3.0-IV1")
-    .define("log.preallocate", _B, False)
-    .define("message.max.bytes", _I, 1048588, _NON_NEGATIVE)
+    .define(
+        "log.message.timestamp.difference.max.ms",
+        _L,
+        _LOG_DEFAULTS.message_timestamp_difference_max_ms,
+        _NON_NEGATIVE,
+    )
+    .define("log.message.downconversion.enable", _B, _LOG_DEFAULTS.message_downconversion_enable)
+    .define("log.message.format.version", _S, _LOG_DEFAULTS.message_format_version)
+    .define("log.preallocate", _B, _LOG_DEFAULTS.preallocate)
+    .define("message.max.bytes", _I, _LOG_DEFAULTS.max_message_bytes, _NON_NEGATIVE)
     .define(
         "compression.type",
         _S,
-        "producer",
-        one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        _LOG_DEFAULTS.compression_type,
+        one_of(*COMPRESSION_TYPES),
     )
     # replication
-    .define("min.insync.replicas", _I, 1, _POSITIVE)
-    .define("unclean.leader.election.enable", _B, False)
+    .define("min.insync.replicas", _I, _LOG_DEFAULTS.min_insync_replicas, _POSITIVE)
+    .define("unclean.leader.election.enable", _B, _LOG_DEFAULTS.unclean_leader_election_enable)
     .define("replica.lag.time.max.ms", _L, 30000)
     .define("replica.fetch.max.bytes", _I, 1048576, _NON_NEGATIVE)
     .define("replica.fetch.min.bytes", _I, 1)

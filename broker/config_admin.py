@@ -15,34 +15,47 @@ Kafka's ZooKeeper-mode semantics (ZkAdminManager).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
 from broker.config import BROKER_CONFIG
-from broker.config_catalog import (
-    LIST_TOPIC_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigType,
+from broker.config_entries import (
+    ConfigDescriber,
+    ConfigEntry,
     ResourceType,
-    broker_config_type,
+    broker_defaults,
+    check_topic_configs,
 )
-from broker.config_entries import ConfigDescriber, ConfigEntry, broker_defaults, check_topic_configs
 from broker.config_listener import ConfigChangeListener
 from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
 from broker.metadata_cache import MetadataCache
 from network.request_channel import Request
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
+    AlterConfigsRequest,
     AlterConfigsResponse,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     Message,
 )
 from protocol.topic import topic_name_error
-from storage.config import LogConfig
+from server_common.config import ConfigDef, ConfigType
+from storage.config import TOPIC_CONFIG, LogConfig
 from storage.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
+
+# AlterConfigs and IncrementalAlterConfigs name their resources and answer for each alike.
+_Resource = TypeVar(
+    "_Resource", AlterConfigsRequest.AlterConfigsResource, IncrementalAlterConfigsRequest.AlterConfigsResource
+)
+_Result = TypeVar(
+    "_Result",
+    AlterConfigsResponse.AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
+)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
@@ -141,50 +154,61 @@ class ConfigAdmin:
 
     async def handle_alter_configs(self, request: Request) -> Message:
         body = request.body
-        responses = []
-        for resource in body.resources:
-            error, message = ErrorCode.NONE, None
-            try:
-                nulls = [c.name for c in resource.configs if c.value is None]
-                if nulls:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}"
-                    )
-                props = {c.name: c.value for c in resource.configs}
-                await self._alter(resource.resource_type, resource.resource_name, props, body.validate_only)
-            except KafkaError as e:
-                error, message = e.code, e.message
-            responses.append(
-                AlterConfigsResponse.AlterConfigsResourceResponse(
-                    error_code=error,
-                    error_message=message,
-                    resource_type=resource.resource_type,
-                    resource_name=resource.resource_name,
-                )
-            )
+        responses = await self._alter_each(
+            body.resources,
+            self._replacement_props,
+            body.validate_only,
+            AlterConfigsResponse.AlterConfigsResourceResponse,
+        )
         return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
     async def handle_incremental_alter_configs(self, request: Request) -> Message:
         body = request.body
+        responses = await self._alter_each(
+            body.resources,
+            self._incremental_props,
+            body.validate_only,
+            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
+        )
+        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+    async def _alter_each(
+        self,
+        resources: Sequence[_Resource],
+        new_props: Callable[[_Resource], Awaitable[dict[str, str]]],
+        validate_only: bool,
+        result: type[_Result],
+    ) -> list[_Result]:
+        """Each resource's outcome: its new override set (``new_props``) checked and, unless
+        ``validate_only``, stored; a refused resource does not stop the others."""
         responses = []
-        for resource in body.resources:
+        for resource in resources:
             error, message = ErrorCode.NONE, None
             try:
-                props = await self._incremental_props(resource)
-                await self._alter(resource.resource_type, resource.resource_name, props, body.validate_only)
+                props = await new_props(resource)
+                await self._alter(resource.resource_type, resource.resource_name, props, validate_only)
             except KafkaError as e:
                 error, message = e.code, e.message
             responses.append(
-                IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                result(
                     error_code=error,
                     error_message=message,
                     resource_type=resource.resource_type,
                     resource_name=resource.resource_name,
                 )
             )
-        return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+        return responses
 
-    async def _incremental_props(self, resource: Message) -> dict[str, str]:
+    async def _replacement_props(self, resource: AlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
+        """AlterConfigs' override set: the request's, which replaces the resource's whole set."""
+        nulls = [c.name for c in resource.configs if c.value is None]
+        if nulls:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+        return {c.name: c.value for c in resource.configs if c.value is not None}
+
+    async def _incremental_props(
+        self, resource: IncrementalAlterConfigsRequest.AlterConfigsResource
+    ) -> dict[str, str]:
         """The resource's override set after the request's operations."""
         ops = resource.configs
         names = [op.name for op in ops]
@@ -208,14 +232,11 @@ class ConfigAdmin:
         kind, name = resource.resource_type, resource.resource_name
         if kind == ResourceType.TOPIC:
             current = await self.admin_zk.entity_config(TOPIC_ENTITY, name)
-            return apply_incremental_ops(
-                current, ops, LIST_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig().to_props()
-            )
+            return apply_incremental_ops(current, ops, TOPIC_CONFIG, LogConfig().to_props())
         if kind == ResourceType.BROKER:
             entity = str(self.broker_id) if self._is_per_broker(name) else DEFAULT_ENTITY
             current = await self.admin_zk.entity_config(BROKER_ENTITY, entity)
-            lists = {n for n in BROKER_CONFIG.keys if broker_config_type(n) is ConfigType.LIST}
-            return apply_incremental_ops(current, ops, lists, BROKER_CONFIG.keys, broker_defaults())
+            return apply_incremental_ops(current, ops, BROKER_CONFIG, broker_defaults())
         raise _unsupported(kind)
 
     async def _alter(self, resource_type: int, name: str, props: dict[str, str], validate_only: bool) -> None:
@@ -298,24 +319,26 @@ def _type_name(resource_type: int) -> str:
 
 def apply_incremental_ops(
     current: Mapping[str, str],
-    ops: Sequence[Message],
-    list_names: set[str] | frozenset[str],
-    known: Mapping[str, object],
+    ops: Sequence[IncrementalAlterConfigsRequest.AlterableConfig],
+    definition: ConfigDef,
     defaults: Mapping[str, str],
 ) -> dict[str, str]:
     """IncrementalAlterConfigs' SET, DELETE, APPEND and SUBTRACT over ``current`` (APPEND adds only
-    values not already there; a list not yet set starts from its default)."""
+    values not already there; a list not yet set starts from its default). Only a DELETE may come
+    without a value: the handler refuses the others before."""
     props = dict(current)
     for op in ops:
         name, value, kind = op.name, op.value, op.config_operation
+        if kind == DELETE:
+            props.pop(name, None)
+            continue
+        assert value is not None
         if kind == SET:
             props[name] = value
-        elif kind == DELETE:
-            props.pop(name, None)
         else:
-            if name not in known:
+            if name not in definition.keys:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {name}")
-            if name not in list_names:
+            if definition.type_of(name) is not ConfigType.LIST:
                 verb = "append" if kind == APPEND else "subtract"
                 raise KafkaError(
                     ErrorCode.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"

@@ -1,29 +1,45 @@
-"""What DescribeConfigs (and CreateTopics v5+) reports for each config: its value, source and synonyms,
-built from a topic's overrides over the broker's current defaults, or from the broker's own settings;
-and the check of a topic's configs through storage's LogConfig."""
+"""What DescribeConfigs (and CreateTopics v5+) reports for each config: its value, source, type, synonyms
+and documentation, built from a topic's overrides over the broker's current defaults, or from the
+broker's own settings; and the check of a topic's configs, with the Kafka error it answers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import cache
 
 from broker.config import BROKER_CONFIG
-from broker.config_catalog import (
-    TOPIC_BROKER_SYNONYM,
-    TOPIC_CONFIGS,
-    ConfigSource,
-    ConfigType,
-    broker_config_doc,
-    broker_config_type,
-    broker_synonyms,
-    is_sensitive,
-    to_config_string,
-)
 from broker.dynamic_config import RECONFIGURABLE, DynamicBrokerConfig
 from protocol.errors import ErrorCode, KafkaError
-from storage.config import LogConfig
+from server_common.config import ConfigType, to_config_string
+from storage.config import BROKER_SYNONYMS, TOPIC_CONFIG, LogConfig, broker_synonyms
 from storage.errors import InvalidConfigError
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigsResponse's config source ids (Kafka's ConfigSource)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ResourceType(IntEnum):
+    """ConfigResource.Type ids."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+# Topic config -> the broker setting that gives its default (the broker-side synonym Kafka names).
+TOPIC_BROKER_SYNONYM: dict[str, str] = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 
 Synonym = tuple[str, str | None, ConfigSource]
 
@@ -40,10 +56,15 @@ class ConfigEntry:
     synonyms: list[Synonym] = field(default_factory=list)
 
 
+def is_sensitive(config_type: ConfigType) -> bool:
+    """Kafka hides passwords, and anything of unknown type, which might be one."""
+    return config_type in (ConfigType.PASSWORD, ConfigType.UNKNOWN)
+
+
 @cache
 def broker_defaults() -> dict[str, str]:
     """Every broker setting's default, as a string (Kafka's staticDefaultConfigs)."""
-    return {k: s for k, v in BROKER_CONFIG.parse({}).items() if (s := to_config_string(v)) is not None}
+    return BROKER_CONFIG.default_strings()
 
 
 def check_topic_configs(
@@ -52,7 +73,7 @@ def check_topic_configs(
     """The topic's LogConfig, or Kafka's error: INVALID_CONFIG for an unknown name or values that do not
     go together, ``bad_value`` for a value that does not parse or is out of range."""
     for name in configs:
-        if name not in TOPIC_CONFIGS:
+        if name not in TOPIC_CONFIG.keys:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
     for name, value in configs.items():
         try:
@@ -91,18 +112,18 @@ class ConfigDescriber:
         return found
 
     def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
-        known = {k: v for k, v in overrides.items() if k in TOPIC_CONFIGS}
+        known = {k: v for k, v in overrides.items() if k in TOPIC_CONFIG.keys}
         values = LogConfig.from_props(known, self.dynamic.log_defaults()).to_props()
         entries = []
-        for name, (config_type, doc) in TOPIC_CONFIGS.items():
-            sensitive = is_sensitive(config_type)
+        for name, key in TOPIC_CONFIG.keys.items():
+            sensitive = is_sensitive(key.type)
             value = None if sensitive else values[name]
             broker_name = TOPIC_BROKER_SYNONYM.get(name)
             synonyms = self._synonyms(broker_name, sensitive) if broker_name else []
             if name in known:
                 synonyms.insert(0, (name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
             source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-            entries.append(ConfigEntry(name, value, source, sensitive, False, config_type, doc, synonyms))
+            entries.append(ConfigEntry(name, value, source, sensitive, False, key.type, key.doc, synonyms))
         return entries
 
     def broker_entries(self, config_value: Callable[[str], object], per_broker: bool) -> list[ConfigEntry]:
@@ -111,7 +132,7 @@ class ConfigDescriber:
         names: Sequence[str] = list(BROKER_CONFIG.keys) if per_broker else sorted(dynamic.cluster_default)
         entries = []
         for name in names:
-            config_type = broker_config_type(name)
+            config_type = BROKER_CONFIG.type_of(name)
             sensitive = is_sensitive(config_type)
             synonyms = self._synonyms(name, sensitive)
             if not per_broker:
@@ -133,7 +154,7 @@ class ConfigDescriber:
                     sensitive,
                     name not in RECONFIGURABLE,
                     config_type,
-                    broker_config_doc(name),
+                    BROKER_CONFIG.doc_of(name),
                     synonyms,
                 )
             )

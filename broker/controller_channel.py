@@ -16,7 +16,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from network.client import NetworkClient
-from protocol.api import api
+from protocol.api import ApiKey, api
 from protocol.messages import Message
 from zk import znodes
 from zk.client import ZkClient
@@ -65,7 +65,7 @@ class ControllerChannel:
         return ActiveController(znodes.decode_controller(found[0]), *endpoint)
 
     async def send(
-        self, api_key: int, version: int, body: Message, controller: ActiveController | None = None
+        self, api_key: ApiKey, version: int, body: Message, controller: ActiveController | None = None
     ) -> Any:
         """The response of ``controller`` (by default the active one, looked up now). Raises as
         ``active_controller`` does, and ConnectionError or TimeoutError when it could not be reached."""

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from broker.config import KafkaConfig
-from broker.config_catalog import broker_synonyms
 from server_common.config import ConfigError
-from storage.config import BROKER_SYNONYMS, LogConfig
+from storage.config import BROKER_SYNONYMS, LogConfig, broker_synonyms
 from storage.errors import InvalidConfigError
 
 # log.message.format.version is the one log default Kafka does not let change at runtime.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from protocol.messages import Message
+from protocol.messages import UpdateMetadataRequest
 
 # UpdateMetadata's security protocol ids (Kafka's SecurityProtocol.id).
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
@@ -88,7 +88,7 @@ class MetadataCache:
 
     # -- updates --------------------------------------------------------------------------------
 
-    def update(self, request: Message, version: int) -> list[tuple[str, int]]:
+    def update(self, request: UpdateMetadataRequest, version: int) -> list[tuple[str, int]]:
         """Applies an UpdateMetadata request; returns the partitions it deletes."""
         self.controller_id = request.controller_id
         brokers: dict[int, BrokerInfo] = {}
@@ -130,7 +130,9 @@ class MetadataCache:
         return deleted
 
 
-def _partition_states(request: Message, version: int) -> list[tuple[str, uuid.UUID | None, Message]]:
+def _partition_states(
+    request: UpdateMetadataRequest, version: int
+) -> list[tuple[str, uuid.UUID | None, UpdateMetadataRequest.UpdateMetadataPartitionState]]:
     """(topic, topic id, partition state) for both layouts: ungrouped before v5, per topic from v5."""
     if version < 5:
         return [(s.topic_name, None, s) for s in request.ungrouped_partition_states]

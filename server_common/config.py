@@ -2,8 +2,10 @@
 types, defaults and validators), Java-properties parsing, listeners, and ``ServerConfig``, the validated
 settings of a broker or a controller read back by their Kafka name: ``config["num.io.threads"]``.
 
-Each process names its own definitions: the broker's in ``broker/config.py``, the controller's in
-``controller/config.py``. An unknown or invalid setting is a ``ConfigError`` naming it.
+Each set of settings names its own definitions with this one machinery: the broker's in
+``broker/config.py``, the controller's in ``controller/config.py``, the topic configs in
+``storage/config.py``. An unknown or invalid setting is a ``ConfigError`` naming it; a ``ConfigKey``
+refuses a single value with a plain ``ValueError`` giving the reason, which each caller words its own way.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, Self
 
@@ -24,18 +26,61 @@ class ConfigError(ValueError):
     """A setting is unknown, missing or invalid. The message names the setting."""
 
 
-class ConfigType(Enum):
-    BOOLEAN = "boolean"
-    STRING = "string"
-    INT = "int"
-    SHORT = "short"
-    LONG = "long"
-    DOUBLE = "double"
-    LIST = "list"
-    PASSWORD = "password"
+class ConfigType(IntEnum):
+    """A setting's type; the values are the ids DescribeConfigsResponse (v3+) reports for it."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    PASSWORD = 9
 
 
 _NO_DEFAULT = object()
+_INT_BITS = {ConfigType.SHORT: 15, ConfigType.INT: 31, ConfigType.LONG: 63}
+
+# A validator checks a parsed value and raises ValueError with the reason it is refused.
+Validator = Callable[[Any], None]
+
+
+def at_least(minimum: float) -> Validator:
+    def check(value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ValueError(f"the value must be at least {minimum}")
+
+    return check
+
+
+def between(low: float, high: float) -> Validator:
+    def check(value: Any) -> None:
+        if value is not None and not low <= value <= high:
+            raise ValueError(f"must be in [{low}, {high}]")
+
+    return check
+
+
+def one_of(*allowed: str) -> Validator:
+    def check(value: Any) -> None:
+        for v in value if isinstance(value, list) else [value]:
+            if v is not None and v not in allowed:
+                raise ValueError(f"expected one of {', '.join(allowed)}")
+
+    return check
+
+
+def to_config_string(value: object) -> str | None:
+    """A parsed value as Kafka prints it (ConfigDef.convertToString)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -43,60 +88,45 @@ class ConfigKey:
     name: str
     type: ConfigType
     default: Any
-    validator: Callable[[str, Any], None] | None = None
+    validator: Validator | None = None
     doc: str = ""
 
+    def parse(self, raw: Any) -> Any:
+        """Kafka's ConfigDef.parseType and the key's validator; a Python value (a default, or one given
+        in code) is read as the string Kafka would print for it. A refused value raises ValueError(reason)."""
+        text = raw if isinstance(raw, str) else to_config_string(raw)
+        value = None if text is None else self._parse_text(text.strip())
+        if value is not None and self.type in _INT_BITS:
+            bits = _INT_BITS[self.type]
+            if not -(2**bits) <= value < 2**bits:
+                raise ValueError(f"out of range for a {self.type.name.lower()}")
+        if self.validator is not None:
+            self.validator(value)
+        return value
 
-def at_least(minimum: float) -> Callable[[str, Any], None]:
-    def check(name: str, value: Any) -> None:
-        if value is not None and value < minimum:
-            raise ConfigError(f"{name}={value} is invalid: the value must be at least {minimum}")
-
-    return check
-
-
-def one_of(*allowed: str) -> Callable[[str, Any], None]:
-    def check(name: str, value: Any) -> None:
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if v is not None and v not in allowed:
-                raise ConfigError(f"{name}={v} is invalid: expected one of {', '.join(allowed)}")
-
-    return check
-
-
-def _parse_value(key: ConfigKey, raw: Any) -> Any:
-    """Kafka's ConfigDef.parseType: strings are trimmed, numbers range-checked by type."""
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        return raw
-    text = raw.strip()
-    t = key.type
-    try:
+    def _parse_text(self, text: str) -> Any:
+        t = self.type
         if t is ConfigType.BOOLEAN:
             if text.lower() not in ("true", "false"):
-                raise ValueError("expected true or false")
+                raise ValueError("must be true or false")
             return text.lower() == "true"
-        if t in (ConfigType.STRING, ConfigType.PASSWORD):
-            return text
-        if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
-            value = int(text)
-            bits = {ConfigType.SHORT: 15, ConfigType.INT: 31, ConfigType.LONG: 63}[t]
-            if not -(2**bits) <= value < 2**bits:
-                raise ValueError(f"out of range for a {t.value}")
-            return value
+        if t in _INT_BITS:
+            try:
+                return int(text)
+            except ValueError:
+                raise ValueError("not an integer") from None
         if t is ConfigType.DOUBLE:
-            return float(text)
+            try:
+                return float(text)
+            except ValueError:
+                raise ValueError("not a number") from None
         if t is ConfigType.LIST:
-            return [item.strip() for item in text.split(",") if item.strip()] if text else []
-    except ValueError as e:
-        raise ConfigError(f"{key.name}={raw!r} is invalid: {e}") from None
-    raise AssertionError(t)
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return text
 
 
 class ConfigDef:
-    """A set of known settings with their types, defaults and validators."""
+    """A set of known settings with their types, defaults, validators and documentation."""
 
     def __init__(self) -> None:
         self.keys: dict[str, ConfigKey] = {}
@@ -106,13 +136,15 @@ class ConfigDef:
         name: str,
         type: ConfigType,
         default: Any = _NO_DEFAULT,
-        validator: Callable[[str, Any], None] | None = None,
+        validator: Validator | None = None,
         doc: str = "",
     ) -> ConfigDef:
         self.keys[name] = ConfigKey(name, type, default, validator, doc)
         return self
 
     def parse(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """Every setting's value: the one given, else its default; ConfigError for an unknown setting,
+        a missing required one, or a value refused."""
         unknown = sorted(set(props) - set(self.keys))
         if unknown:
             raise ConfigError(
@@ -121,15 +153,33 @@ class ConfigDef:
         values: dict[str, Any] = {}
         for name, key in self.keys.items():
             if name in props:
-                value = _parse_value(key, props[name])
+                raw = props[name]
             elif key.default is _NO_DEFAULT:
                 raise ConfigError(f"missing required configuration setting {name}")
             else:
-                value = _parse_value(key, key.default)
-            if key.validator is not None:
-                key.validator(name, value)
-            values[name] = value
+                raw = key.default
+            try:
+                values[name] = key.parse(raw)
+            except ValueError as e:
+                raise ConfigError(f"{name}={raw!r} is invalid: {e}") from None
         return values
+
+    def default_strings(self) -> dict[str, str]:
+        """Every setting's default as Kafka prints it, for those that have one (staticDefaultConfigs)."""
+        return {
+            name: text
+            for name, key in self.keys.items()
+            if key.default is not _NO_DEFAULT
+            and (text := to_config_string(key.parse(key.default))) is not None
+        }
+
+    def type_of(self, name: str) -> ConfigType:
+        key = self.keys.get(name)
+        return ConfigType.UNKNOWN if key is None else key.type
+
+    def doc_of(self, name: str) -> str | None:
+        key = self.keys.get(name)
+        return (key.doc or None) if key is not None else None
 
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]+\]|[^:/\s]*):(-?\d+)$")

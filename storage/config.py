@@ -1,17 +1,29 @@
-"""LogConfig: Kafka's topic-level log configs (names, defaults, validation) and broker-level synonyms."""
+"""LogConfig: Kafka's topic-level log configs (names, types, defaults, validation, documentation) and the
+broker-level settings that give their defaults (Kafka's LogConfig and its TopicConfigSynonyms).
+
+The definitions use the ConfigDef machinery of ``server_common.config``; a bad topic config is an
+``InvalidConfigError`` naming the key.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from server_common.config import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    at_least,
+    between,
+    one_of,
+    to_config_string,
+)
 from storage.errors import InvalidConfigError
-
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
 
 COMPACT = "compact"
 DELETE = "delete"
@@ -20,91 +32,163 @@ LOG_APPEND_TIME = "LogAppendTime"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
-def _to_int(key: str, value: Any, lo: int, hi: int = LONG_MAX) -> int:
-    try:
-        n = value if isinstance(value, int) and not isinstance(value, bool) else int(str(value).strip())
-    except ValueError:
-        raise InvalidConfigError(key, value, "not an integer") from None
-    if not lo <= n <= hi:
-        raise InvalidConfigError(key, value, f"must be in [{lo}, {hi}]")
-    return n
+def _cleanup_policy(value: list[str]) -> None:
+    if not value or any(p.lower() not in (COMPACT, DELETE) for p in value):
+        raise ValueError("must be a list of 'compact' and/or 'delete'")
 
 
-def _to_ratio(key: str, value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InvalidConfigError(key, value, "not a number") from None
-    if not 0.0 <= x <= 1.0:
-        raise InvalidConfigError(key, value, "must be in [0, 1]")
-    return x
-
-
-def _to_bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise InvalidConfigError(key, value, "must be true or false")
-    return text == "true"
-
-
-def _to_policy(key: str, value: Any) -> tuple[str, ...]:
-    items = value if isinstance(value, list | tuple) else str(value).split(",")
-    policy = tuple(sorted({str(p).strip().lower() for p in items if str(p).strip()}))
-    if not policy or any(p not in (COMPACT, DELETE) for p in policy):
-        raise InvalidConfigError(key, value, "must be a list of 'compact' and/or 'delete'")
-    return policy
-
-
-def _to_choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
-    def parse(key: str, value: Any) -> str:
-        text = str(value).strip()
-        if text not in choices:
-            raise InvalidConfigError(key, value, f"must be one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-def _int(lo: int, hi: int = LONG_MAX) -> Callable[[str, Any], int]:
-    return lambda key, value: _to_int(key, value, lo, hi)
-
-
-def _text(key: str, value: Any) -> str:
-    return str(value)
-
-
-# Kafka topic config name -> (attribute, parser). Names without a storage meaning are kept so that
-# clients setting them (CreateTopics, AlterConfigs) are accepted, as Kafka accepts them.
-_TOPIC_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "segment.bytes": ("segment_bytes", _int(14, INT_MAX)),
-    "segment.ms": ("segment_ms", _int(1)),
-    "segment.jitter.ms": ("segment_jitter_ms", _int(0)),
-    "segment.index.bytes": ("segment_index_bytes", _int(4, INT_MAX)),
-    "index.interval.bytes": ("index_interval_bytes", _int(0, INT_MAX)),
-    "retention.ms": ("retention_ms", _int(-1)),
-    "retention.bytes": ("retention_bytes", _int(-1)),
-    "file.delete.delay.ms": ("file_delete_delay_ms", _int(0)),
-    "flush.messages": ("flush_messages", _int(1)),
-    "flush.ms": ("flush_ms", _int(0)),
-    "cleanup.policy": ("cleanup_policy", _to_policy),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _to_ratio),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int(0)),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int(1)),
-    "delete.retention.ms": ("delete_retention_ms", _int(0)),
-    "message.timestamp.type": ("message_timestamp_type", _to_choice((CREATE_TIME, LOG_APPEND_TIME))),
-    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _int(0)),
-    "max.message.bytes": ("max_message_bytes", _int(0, INT_MAX)),
-    "min.insync.replicas": ("min_insync_replicas", _int(1, INT_MAX)),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _to_bool),
-    "compression.type": ("compression_type", _to_choice(COMPRESSION_TYPES)),
-    "preallocate": ("preallocate", _to_bool),
-    "message.downconversion.enable": ("message_downconversion_enable", _to_bool),
-    "message.format.version": ("message_format_version", _text),
-    "leader.replication.throttled.replicas": ("leader_replication_throttled_replicas", _text),
-    "follower.replication.throttled.replicas": ("follower_replication_throttled_replicas", _text),
-}
+# Kafka's topic configs: type, validator, documentation; their defaults are LogConfig's fields (the
+# attribute is the name with '.' -> '_'). Names without a storage meaning are kept so that clients
+# setting them (CreateTopics, AlterConfigs) are accepted, as Kafka accepts them.
+TOPIC_CONFIG = (
+    ConfigDef()
+    .define(
+        "segment.bytes",
+        ConfigType.INT,
+        validator=at_least(14),
+        doc="The size at which a segment file is closed and a new one started.",
+    )
+    .define(
+        "segment.ms",
+        ConfigType.LONG,
+        validator=at_least(1),
+        doc="How long after its first record a segment is rolled even if it is not full.",
+    )
+    .define(
+        "segment.jitter.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="A random amount up to this much is taken off segment.ms for each segment.",
+    )
+    .define(
+        "segment.index.bytes",
+        ConfigType.INT,
+        validator=at_least(4),
+        doc="The size of the offset index (and time index) preallocated per segment.",
+    )
+    .define(
+        "index.interval.bytes",
+        ConfigType.INT,
+        validator=at_least(0),
+        doc="How many bytes of records lie between two entries of the offset index.",
+    )
+    .define(
+        "retention.ms",
+        ConfigType.LONG,
+        validator=at_least(-1),
+        doc="How long records are kept before their segment may be deleted; -1 keeps them.",
+    )
+    .define(
+        "retention.bytes",
+        ConfigType.LONG,
+        validator=at_least(-1),
+        doc="The size a partition may grow to before old segments are deleted; -1: none.",
+    )
+    .define(
+        "file.delete.delay.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="How long a deleted segment's files stay on disk before removal.",
+    )
+    .define(
+        "flush.messages",
+        ConfigType.LONG,
+        validator=at_least(1),
+        doc="Force an fsync after this many records have been appended.",
+    )
+    .define(
+        "flush.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="Force an fsync when this much time has passed since the last one.",
+    )
+    .define(
+        "cleanup.policy",
+        ConfigType.LIST,
+        validator=_cleanup_policy,
+        doc="delete (by retention), compact (keep the latest record per key), or both.",
+    )
+    .define(
+        "min.cleanable.dirty.ratio",
+        ConfigType.DOUBLE,
+        validator=between(0, 1),
+        doc="The share of uncompacted log that makes a partition due for cleaning.",
+    )
+    .define(
+        "min.compaction.lag.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="How long a record stays uncompacted at least.",
+    )
+    .define(
+        "max.compaction.lag.ms",
+        ConfigType.LONG,
+        validator=at_least(1),
+        doc="How long a record may stay uncompacted at most.",
+    )
+    .define(
+        "delete.retention.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="How long tombstones are kept in a compacted topic.",
+    )
+    .define(
+        "message.timestamp.type",
+        ConfigType.STRING,
+        validator=one_of(CREATE_TIME, LOG_APPEND_TIME),
+        doc="CreateTime (the producer's timestamp) or LogAppendTime (the broker's).",
+    )
+    .define(
+        "message.timestamp.difference.max.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="How far a CreateTime timestamp may be from the broker's clock before the batch is rejected.",
+    )
+    .define(
+        "max.message.bytes",
+        ConfigType.INT,
+        validator=at_least(0),
+        doc="The largest record batch the topic accepts.",
+    )
+    .define(
+        "min.insync.replicas",
+        ConfigType.INT,
+        validator=at_least(1),
+        doc="How many in-sync replicas an acks=all produce needs.",
+    )
+    .define(
+        "unclean.leader.election.enable",
+        ConfigType.BOOLEAN,
+        doc="Whether a replica outside the ISR may become leader.",
+    )
+    .define(
+        "compression.type",
+        ConfigType.STRING,
+        validator=one_of(*COMPRESSION_TYPES),
+        doc="The codec batches are stored with; producer keeps the producer's.",
+    )
+    .define("preallocate", ConfigType.BOOLEAN, doc="Whether segment files are preallocated on creation.")
+    .define(
+        "message.downconversion.enable",
+        ConfigType.BOOLEAN,
+        doc="Whether fetches of old versions get records converted down.",
+    )
+    .define(
+        "message.format.version",
+        ConfigType.STRING,
+        doc="Ignored since message format v2; kept for compatibility.",
+    )
+    .define(
+        "leader.replication.throttled.replicas",
+        ConfigType.LIST,
+        doc="Replicas throttled on the leader side (p:b,...).",
+    )
+    .define(
+        "follower.replication.throttled.replicas",
+        ConfigType.LIST,
+        doc="Replicas throttled on the follower side (p:b,...).",
+    )
+)
 
 # Broker-level default name -> topic-level name (Kafka's LogConfig.TopicConfigSynonyms). Time settings
 # with several units are resolved in from_broker_props, ms winning over minutes over hours.
@@ -143,6 +227,31 @@ _BROKER_TIME_UNITS = {
         ("log.retention.hours", 3_600_000),
     ),
 }
+# One unit of a broker time setting (log.retention.hours, ...): a long, -1 for "never".
+_TIME_UNIT = ConfigKey("time", ConfigType.LONG, None, at_least(-1))
+
+
+def broker_synonyms(name: str) -> list[str]:
+    """The broker settings that set the same thing as ``name``, in precedence order (Kafka's
+    DynamicBrokerConfig.brokerConfigSynonyms): the units of one time, or the setting alone."""
+    for units in _BROKER_TIME_UNITS.values():
+        group = [broker_key for broker_key, _ in units]
+        if name in group:
+            return group
+    return [name]
+
+
+def _parse_topic_config(name: str, value: Any) -> Any:
+    key = TOPIC_CONFIG.keys.get(name)
+    if key is None:
+        raise InvalidConfigError(name, value, "unknown topic config name")
+    try:
+        parsed = key.parse(value)
+    except ValueError as e:
+        raise InvalidConfigError(name, value, str(e)) from None
+    if name == "cleanup.policy":
+        return tuple(sorted({p.lower() for p in parsed}))
+    return tuple(parsed) if isinstance(parsed, list) else parsed
 
 
 @dataclass(frozen=True)
@@ -173,8 +282,8 @@ class LogConfig:
     preallocate: bool = False
     message_downconversion_enable: bool = True
     message_format_version: str = "3.0-IV1"
-    leader_replication_throttled_replicas: str = ""
-    follower_replication_throttled_replicas: str = ""
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
     # Topic-level overrides this config was built with (what DescribeConfigs reports as non-default).
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -183,12 +292,7 @@ class LogConfig:
         """Applies Kafka topic-config names over `defaults`; an unknown name or bad value raises
         InvalidConfigError naming the key."""
         base = defaults if defaults is not None else cls()
-        changes: dict[str, Any] = {}
-        for key, value in props.items():
-            if key not in _TOPIC_KEYS:
-                raise InvalidConfigError(key, value, "unknown topic config name")
-            attr, parse = _TOPIC_KEYS[key]
-            changes[attr] = parse(key, value)
+        changes = {name.replace(".", "_"): _parse_topic_config(name, value) for name, value in props.items()}
         merged = {**base.overrides, **{k: str(v) for k, v in props.items()}}
         config = dataclasses.replace(base, overrides=merged, **changes)
         config.validate()
@@ -204,7 +308,10 @@ class LogConfig:
         for topic_key, units in _BROKER_TIME_UNITS.items():
             for broker_key, scale in units:
                 if broker_key in props:
-                    n = _to_int(broker_key, props[broker_key], -1)
+                    try:
+                        n = _TIME_UNIT.parse(props[broker_key])
+                    except ValueError as e:
+                        raise InvalidConfigError(broker_key, props[broker_key], str(e)) from None
                     topic_props[topic_key] = -1 if n < 0 else n * scale
                     break
         config = cls.from_props(topic_props)
@@ -223,16 +330,9 @@ class LogConfig:
 
     def to_props(self) -> dict[str, str]:
         """Every topic config as Kafka names and string values (for DescribeConfigs)."""
-        out: dict[str, str] = {}
-        for key, (attr, _) in _TOPIC_KEYS.items():
-            value = getattr(self, attr)
-            if isinstance(value, tuple):
-                out[key] = ",".join(value)
-            elif isinstance(value, bool):
-                out[key] = "true" if value else "false"
-            else:
-                out[key] = str(value)
-        return out
+        return {
+            name: str(to_config_string(getattr(self, name.replace(".", "_")))) for name in TOPIC_CONFIG.keys
+        }
 
     @property
     def compact(self) -> bool:
@@ -251,6 +351,3 @@ class LogConfig:
         if self.segment_jitter_ms == 0:
             return 0
         return random.randrange(min(self.segment_jitter_ms, self.segment_ms))
-
-
-TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(_TOPIC_KEYS)

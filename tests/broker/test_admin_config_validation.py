@@ -4,26 +4,28 @@ reports for each way a value can be set."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
 from broker.config import KafkaConfig
 from broker.config_admin import APPEND, DELETE, SET, SUBTRACT, apply_incremental_ops
-from broker.config_catalog import LIST_TOPIC_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
-from broker.config_entries import ConfigDescriber, ConfigEntry, check_topic_configs
+from broker.config_entries import ConfigDescriber, ConfigEntry, ConfigSource, check_topic_configs
 from broker.dynamic_config import RECONFIGURABLE, DynamicBrokerConfig, DynamicConfigError
 from protocol.errors import ErrorCode, KafkaError
-from storage.config import TOPIC_CONFIG_NAMES, LogConfig
+from server_common.config import ConfigType
+from storage.config import TOPIC_CONFIG, LogConfig
 
 
 def broker_config(**props: str) -> KafkaConfig:
     return KafkaConfig({"broker.id": "1", "zookeeper.connect": "zk:2181", **props})
 
 
-def test_the_catalog_knows_every_topic_config_of_storage() -> None:
-    assert set(TOPIC_CONFIGS) == set(TOPIC_CONFIG_NAMES)
-    assert LIST_TOPIC_CONFIGS == {
+def test_every_topic_config_is_a_log_config_field() -> None:
+    fields = {f.name for f in dataclasses.fields(LogConfig)} - {"overrides"}
+    assert fields == {name.replace(".", "_") for name in TOPIC_CONFIG.keys}
+    assert {name for name, key in TOPIC_CONFIG.keys.items() if key.type is ConfigType.LIST} == {
         "cleanup.policy",
         "leader.replication.throttled.replicas",
         "follower.replication.throttled.replicas",
@@ -89,7 +91,7 @@ def op(name: str, operation: int, value: str | None = None) -> SimpleNamespace:
 
 
 def incremental(current: dict[str, str], *ops: SimpleNamespace) -> dict[str, str]:
-    return apply_incremental_ops(current, ops, LIST_TOPIC_CONFIGS, TOPIC_CONFIGS, LogConfig().to_props())
+    return apply_incremental_ops(current, ops, TOPIC_CONFIG, LogConfig().to_props())
 
 
 def test_incremental_operations() -> None:
@@ -132,7 +134,7 @@ def test_topic_config_sources_and_synonyms() -> None:
     dynamic.cluster_default = {"message.max.bytes": "3000"}
     dynamic.per_broker = {"log.cleanup.policy": "compact"}
     entries = ConfigDescriber(dynamic).topic_entries({"retention.ms": "1000", "segment.bytes": "6000"})
-    assert {e.name for e in entries} == set(TOPIC_CONFIGS)
+    assert {e.name for e in entries} == set(TOPIC_CONFIG.keys)
 
     segment = entry(entries, "segment.bytes")
     assert (segment.value, segment.source, segment.type) == (

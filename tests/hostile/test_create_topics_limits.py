@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from broker.config_catalog import ResourceType
+from broker.config_entries import ResourceType
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (

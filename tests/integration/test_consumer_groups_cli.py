@@ -27,6 +27,8 @@ import pytest
 
 from tests.harness import Cluster
 from tools import consumer_groups
+from tools.consumer_groups.command import CommandError
+from tools.consumer_groups.reset_offsets import parse_datetime, parse_duration
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -432,19 +434,17 @@ def test_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixtu
 
 
 def test_datetime_and_duration_parsing() -> None:
-    assert consumer_groups.parse_datetime("2020-01-01T00:00:00.000") == 1577836800000
-    assert consumer_groups.parse_datetime("2020-01-01T00:00:00.123Z") == 1577836800123
-    assert consumer_groups.parse_datetime("2020-01-01T02:00:00.000+02:00") == 1577836800000
-    assert consumer_groups.parse_datetime("2020-01-01T02:00:00.000+0200") == 1577836800000
-    assert consumer_groups.parse_datetime("2019-12-31T23:00:00.000-01") == 1577836800000
+    assert parse_datetime("2020-01-01T00:00:00.000") == 1577836800000
+    assert parse_datetime("2020-01-01T00:00:00.123Z") == 1577836800123
+    assert parse_datetime("2020-01-01T02:00:00.000+02:00") == 1577836800000
+    assert parse_datetime("2020-01-01T02:00:00.000+0200") == 1577836800000
+    assert parse_datetime("2019-12-31T23:00:00.000-01") == 1577836800000
     for bad in ("2020-01-01 00:00:00.000", "2020-01-01T00:00:00", "2020-13-01T00:00:00.000"):
-        with pytest.raises(consumer_groups.CommandError):
-            consumer_groups.parse_datetime(bad)
-    assert consumer_groups.parse_duration("PT1H") == timedelta(hours=1)
-    assert consumer_groups.parse_duration("P1DT2H3M4.5S") == timedelta(
-        days=1, hours=2, minutes=3, seconds=4.5
-    )
-    assert consumer_groups.parse_duration("-PT30M") == -timedelta(minutes=30)
+        with pytest.raises(CommandError):
+            parse_datetime(bad)
+    assert parse_duration("PT1H") == timedelta(hours=1)
+    assert parse_duration("P1DT2H3M4.5S") == timedelta(days=1, hours=2, minutes=3, seconds=4.5)
+    assert parse_duration("-PT30M") == -timedelta(minutes=30)
     for bad in ("P", "PT", "1H", "PT1X"):
-        with pytest.raises(consumer_groups.CommandError):
-            consumer_groups.parse_duration(bad)
+        with pytest.raises(CommandError):
+            parse_duration(bad)

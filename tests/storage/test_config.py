@@ -2,6 +2,7 @@
 
 import pytest
 
+from protocol.errors import ErrorCode
 from storage.config import LONG_MAX, LogConfig
 from storage.errors import InvalidConfigError
 
@@ -50,7 +51,7 @@ def test_bad_values_name_the_key(key, value):
         LogConfig.from_props({key: value})
     assert e.value.key == key
     assert key in str(e.value)
-    assert e.value.error_name == "INVALID_CONFIG"
+    assert e.value.error_code == ErrorCode.INVALID_CONFIG
 
 
 def test_cross_field_validation():
