@@ -7,7 +7,8 @@ their handlers into KafkaApis:
 - topics (CreateTopics, DeleteTopics, CreatePartitions, Metadata auto-creation): ``topic_admin``;
 - configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): ``config_admin``, with the dynamic
   broker settings in ``dynamic_config`` and the watch that applies changes in ``config_listener``;
-- DeleteRecords (here, over the ReplicaManager) and InitProducerId (here, over ``producer_id_manager``);
+- DeleteRecords (here, over the ReplicaManager: its answer, which waits for the followers, is parked)
+  and InitProducerId (here, over ``producer_id_manager``);
 - ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: ``replica_admin``, which
   forwards them to the active controller.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from broker.admin_zk import AdminZkClient
 from broker.config import KafkaConfig
@@ -26,19 +28,26 @@ from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_admin import ReplicaAdmin
-from broker.replica_manager import DeleteRecordsPartitionResult, ReplicaManager
+from broker.replica_manager import DeleteRecordsPartitionResult, DeleteRecordsResults, ReplicaManager
 from broker.topic_admin import TopicAdmin
+from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import DeleteRecordsResponse, InitProducerIdResponse, Message
+from protocol.messages import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    Message,
+)
 from protocol.topic import is_internal
 from storage.log_manager import LogManager
 from zk.kafka_zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[Message | None]]
+Handler = Callable[[Request], Awaitable[Message | Parked | None]]
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -69,6 +78,7 @@ class AdminApis:
         self.replicas = ReplicaAdmin(
             metadata_cache,
             ControllerChannel(kafka_zk.zk, config.broker_id, config["controller.socket.timeout.ms"] / 1000),
+            replica_manager,
         )
 
     def _config_value(self, name: str) -> object:
@@ -104,22 +114,29 @@ class AdminApis:
 
     # -- DeleteRecords ----------------------------------------------------------------------------
 
-    async def handle_delete_records(self, request: Request) -> Message:
-        body = request.body
-        results: dict[tuple[str, int], DeleteRecordsPartitionResult] = {}
+    async def handle_delete_records(self, request: Request) -> Message | Parked | None:
+        body: DeleteRecordsRequest = request.body
+        refused: DeleteRecordsResults = {}
         offsets: dict[tuple[str, int], int] = {}
         for topic in body.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
                 if self.metadata_cache.partition(*tp) is None:
-                    results[tp] = DeleteRecordsPartitionResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    refused[tp] = DeleteRecordsPartitionResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif is_internal(topic.name):
-                    results[tp] = DeleteRecordsPartitionResult(error=ErrorCode.INVALID_TOPIC_EXCEPTION)
+                    refused[tp] = DeleteRecordsPartitionResult(error=ErrorCode.INVALID_TOPIC_EXCEPTION)
                 else:
                     offsets[tp] = p.offset
-        if offsets:
-            done = self.replica_manager.delete_records(offsets, body.timeout_ms)
-            results.update(done if isinstance(done, dict) else await done)
+        return park(
+            self.replica_manager.delete_records(offsets, body.timeout_ms),
+            partial(self._delete_records_response, body, refused),
+        )
+
+    @staticmethod
+    def _delete_records_response(
+        body: DeleteRecordsRequest, refused: DeleteRecordsResults, deleted: DeleteRecordsResults
+    ) -> DeleteRecordsResponse:
+        results = {**refused, **deleted}
         return DeleteRecordsResponse(
             throttle_time_ms=0,
             topics=[
@@ -141,8 +158,8 @@ class AdminApis:
 
     # -- InitProducerId ---------------------------------------------------------------------------
 
-    async def handle_init_producer_id(self, request: Request) -> Message:
-        body = request.body
+    async def handle_init_producer_id(self, request: Request) -> InitProducerIdResponse:
+        body: InitProducerIdRequest = request.body
         try:
             # Before v3 the fields are absent and decode as -1.
             if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):

@@ -4,11 +4,12 @@ FindCoordinator (creating ``__consumer_offsets`` on first use, as Kafka does), J
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups and
 DeleteGroups: each converts its request for ``coordinator.group_coordinator`` and the outcome back into
 the response of the request's version. JoinGroup and SyncGroup wait for their rebalance, and
-OffsetCommit for its records to be replicated, without holding a request handler: they answer with a
-parked future (``network.handler_pool``).
+OffsetCommit, OffsetDelete and DeleteGroups for their records to be written, without holding a request
+handler: the coordinator answers with a future, on which the response is parked
+(``network.handler_pool.park``).
 
 This module also gives the coordinator what it needs of the broker (``coordinator`` does not import
-``broker``): ``OffsetsTopicReplicas`` appends to and reads this broker's replicas of
+``broker``): ``CoordinatorTopicReplicas`` appends to and reads this broker's replicas of
 ``__consumer_offsets``, and ``on_role_change`` (a ReplicaManager role listener) loads or unloads an
 offsets partition's groups when this broker starts or stops leading it.
 """
@@ -18,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Protocol, TypeVar
 
 from broker.config import KafkaConfig
 from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
-from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberIdentity, MemberJoin
+from broker.replica_manager import ProduceResults, ReplicaManager
+from coordinator.group_config import GroupConfig
+from coordinator.group_coordinator import GroupCoordinator
 from coordinator.group_metadata import GroupSummary, JoinGroupResult, OffsetAndMetadata, SyncGroupResult
 from coordinator.group_metadata_manager import (
     AppendResult,
@@ -32,25 +35,39 @@ from coordinator.group_metadata_manager import (
     OffsetConfig,
     PartitionLog,
 )
-from network.handler_pool import Parked
+from coordinator.join_group import MemberJoin
+from coordinator.leave_group import MemberIdentity
+from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import (
+    DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DescribeGroupsRequest,
     DescribeGroupsResponse,
+    FindCoordinatorRequest,
     FindCoordinatorResponse,
+    HeartbeatRequest,
     HeartbeatResponse,
+    JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupRequest,
     LeaveGroupResponse,
+    ListGroupsRequest,
     ListGroupsResponse,
     Message,
+    OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
     OffsetDeleteResponse,
+    OffsetFetchRequest,
     OffsetFetchResponse,
+    SyncGroupRequest,
     SyncGroupResponse,
 )
 from protocol.topic import GROUP_METADATA_TOPIC
+from server_common.futures import completed, then
 from server_common.tasks import cancel_and_wait
 from storage.producer_state import AppendOrigin
 
@@ -68,39 +85,50 @@ CLASSIC_GROUP_TYPE = "classic"
 NO_OFFSET = -1
 
 
+class _RequestPartition(Protocol):
+    """A partition of an OffsetCommit or OffsetDelete request."""
+
+    @property
+    def partition_index(self) -> int: ...
+
+
+_P = TypeVar("_P", bound=_RequestPartition)
+_P_co = TypeVar("_P_co", bound=_RequestPartition, covariant=True)
+_T = TypeVar("_T")
+
+
+class _RequestTopic(Protocol[_P_co]):
+    """A topic of an OffsetCommit or OffsetDelete request."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[_P_co]: ...
+
+
+class _OffsetFetchTopic(Protocol):
+    """A topic of an OffsetFetch request (before v8, or of one of its groups)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partition_indexes(self) -> Sequence[int]: ...
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _parked(source: asyncio.Future, convert: Callable[[Any], Message]) -> Message | Parked:
-    """The response now if ``source`` is done, else a future of it (a parked response)."""
-    if source.done():
-        return convert(source.result())
-    parked: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+class CoordinatorTopicReplicas:
+    """A coordinator's topic (``__consumer_offsets``; ``__transaction_state`` next) over this broker's
+    ReplicaManager: ``coordinator.group_metadata_manager.OffsetsTopic``."""
 
-    def deliver(done: asyncio.Future) -> None:
-        if parked.done():
-            return
-        if done.cancelled():
-            parked.cancel()
-            return
-        try:
-            parked.set_result(convert(done.result()))
-        except Exception as e:  # the pool logs it and closes the connection
-            parked.set_exception(e)
-
-    source.add_done_callback(deliver)
-    return parked
-
-
-class OffsetsTopicReplicas:
-    """``coordinator.group_metadata_manager.OffsetsTopic`` over this broker's ReplicaManager."""
-
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, replica_manager: ReplicaManager, topic: str) -> None:
         self.replica_manager = replica_manager
+        self.topic = topic
 
     def leader_log(self, partition: int) -> PartitionLog | None:
-        found = self.replica_manager.get_partition(GROUP_METADATA_TOPIC, partition)
+        found = self.replica_manager.get_partition(self.topic, partition)
         if found is None or not found.is_leader or found.log is None:
             return None
         return found.log
@@ -109,33 +137,17 @@ class OffsetsTopicReplicas:
         self, partition: int, records: bytes, required_acks: int, timeout_ms: int
     ) -> asyncio.Future[AppendResult]:
         manager = self.replica_manager
-        tp = (GROUP_METADATA_TOPIC, partition)
+        tp = (self.topic, partition)
         results = manager.append_records(
-            [(GROUP_METADATA_TOPIC, partition, memoryview(bytearray(records)))],
-            required_acks,
-            AppendOrigin.COORDINATOR,
+            [(self.topic, partition, memoryview(bytearray(records)))], required_acks, AppendOrigin.COORDINATOR
         )
-        outcome: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        first = results[tp]
-        if required_acks != -1 or first.error != ErrorCode.NONE:
-            outcome.set_result(AppendResult(first.error, first.base_offset))
-            return outcome
-        waiting = manager.wait_for_acks(results, timeout_ms)
-        if isinstance(waiting, dict):
-            outcome.set_result(AppendResult(waiting[tp].error, waiting[tp].base_offset))
-            return outcome
+        if required_acks != -1:
+            return completed(_append_result(tp, results))
+        return then(manager.wait_for_acks(results, timeout_ms), partial(_append_result, tp))
 
-        def replicated(done: asyncio.Future) -> None:
-            if outcome.done():
-                return
-            if done.cancelled() or done.exception() is not None:
-                outcome.set_result(AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR))
-            else:
-                result = done.result()[tp]
-                outcome.set_result(AppendResult(result.error, result.base_offset))
 
-        waiting.add_done_callback(replicated)
-        return outcome
+def _append_result(tp: tuple[str, int], results: ProduceResults) -> AppendResult:
+    return AppendResult(results[tp].error, results[tp].base_offset)
 
 
 def group_config(config: KafkaConfig) -> GroupConfig:
@@ -173,7 +185,10 @@ class GroupApis:
         self._create_topic = create_topic
         self._creating: asyncio.Task[None] | None = None
         manager = GroupMetadataManager(
-            config.broker_id, offset_config(config), OffsetsTopicReplicas(replica_manager), _now_ms
+            config.broker_id,
+            offset_config(config),
+            CoordinatorTopicReplicas(replica_manager, GROUP_METADATA_TOPIC),
+            _now_ms,
         )
         self.coordinator = GroupCoordinator(config.broker_id, group_config(config), manager)
         replica_manager.role_listeners.append(self.on_role_change)
@@ -255,7 +270,8 @@ class GroupApis:
         return ErrorCode.NONE, found.leader, endpoint.host, endpoint.port
 
     async def handle_find_coordinator(self, request: Request) -> Message:
-        body, version = request.body, request.version
+        body: FindCoordinatorRequest = request.body
+        version = request.version
         key_type = body.key_type
         if version < 4:
             error, node, host, port = self._find_coordinator(body.key, key_type, request.listener)
@@ -284,8 +300,9 @@ class GroupApis:
 
     # -- the group protocol -----------------------------------------------------------------------
 
-    async def handle_join_group(self, request: Request) -> Message | Parked:
-        body, version = request.body, request.version
+    async def handle_join_group(self, request: Request) -> Message | Parked | None:
+        body: JoinGroupRequest = request.body
+        version = request.version
         # v0 had one timeout for the session and the rebalance.
         rebalance_timeout_ms = body.session_timeout_ms if version == 0 else body.rebalance_timeout_ms
         joined = self.coordinator.handle_join_group(
@@ -329,10 +346,11 @@ class GroupApis:
                 ],
             )
 
-        return _parked(joined, response)
+        return park(joined, response)
 
-    async def handle_sync_group(self, request: Request) -> Message | Parked:
-        body, version = request.body, request.version
+    async def handle_sync_group(self, request: Request) -> Message | Parked | None:
+        body: SyncGroupRequest = request.body
+        version = request.version
 
         def response(result: SyncGroupResult) -> Message:
             return SyncGroupResponse(
@@ -355,17 +373,18 @@ class GroupApis:
             body.group_instance_id,
             {a.member_id: bytes(a.assignment) for a in body.assignments},
         )
-        return _parked(synced, response)
+        return park(synced, response)
 
     async def handle_heartbeat(self, request: Request) -> Message:
-        body = request.body
+        body: HeartbeatRequest = request.body
         error = self.coordinator.handle_heartbeat(
             body.group_id, body.member_id, body.group_instance_id, body.generation_id
         )
         return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
     async def handle_leave_group(self, request: Request) -> Message:
-        body, version = request.body, request.version
+        body: LeaveGroupRequest = request.body
+        version = request.version
         if version < 3:
             leaving = [MemberIdentity(body.member_id)]
         else:
@@ -389,11 +408,11 @@ class GroupApis:
     # -- offsets ----------------------------------------------------------------------------------
 
     def _known_partitions(
-        self, topics: list[Message]
-    ) -> tuple[list[tuple[tuple[str, int], Message]], dict[tuple[str, int], int]]:
+        self, topics: Sequence[_RequestTopic[_P]]
+    ) -> tuple[list[tuple[tuple[str, int], _P]], dict[tuple[str, int], int]]:
         """The request's partitions this broker knows of, each with its entry in the request, and
         UNKNOWN_TOPIC_OR_PARTITION for the others (OffsetCommit and OffsetDelete skip those)."""
-        known: list[tuple[tuple[str, int], Message]] = []
+        known: list[tuple[tuple[str, int], _P]] = []
         unknown: dict[tuple[str, int], int] = {}
         for topic in topics:
             for p in topic.partitions:
@@ -404,8 +423,9 @@ class GroupApis:
                     known.append((tp, p))
         return known, unknown
 
-    async def handle_offset_commit(self, request: Request) -> Message | Parked:
-        body, version = request.body, request.version
+    async def handle_offset_commit(self, request: Request) -> Message | Parked | None:
+        body: OffsetCommitRequest = request.body
+        version = request.version
         now = _now_ms()
         # OffsetCommit v2-v4 may say how long to keep the offsets (later versions: the broker decides).
         retention = body.retention_time_ms if 2 <= version <= 4 else -1
@@ -449,15 +469,15 @@ class GroupApis:
             body.generation_id_or_member_epoch,
             offsets,
         )
-        return _parked(committed, response)
+        return park(committed, response)
 
     def _fetched_topics(
         self,
         offsets: dict[tuple[str, int], OffsetAndMetadata | None],
-        topic_class: type,
-        partition_class: type,
-    ) -> list[Message]:
-        by_topic: dict[str, list[Message]] = {}
+        topic_class: Callable[..., _T],
+        partition_class: Callable[..., object],
+    ) -> list[_T]:
+        by_topic: dict[str, list[object]] = {}
         for (topic, partition), found in offsets.items():
             by_topic.setdefault(topic, []).append(
                 partition_class(
@@ -471,7 +491,7 @@ class GroupApis:
         return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]
 
     def _fetch_offsets(
-        self, group_id: str, topics: list[Message] | None
+        self, group_id: str, topics: Sequence[_OffsetFetchTopic] | None
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         error, offsets = self.coordinator.handle_fetch_offsets(group_id, partitions)
@@ -480,7 +500,8 @@ class GroupApis:
         return error, offsets
 
     async def handle_offset_fetch(self, request: Request) -> Message:
-        body, version = request.body, request.version
+        body: OffsetFetchRequest = request.body
+        version = request.version
         if version >= 8:
             groups = []
             for g in body.groups:
@@ -502,7 +523,7 @@ class GroupApis:
         # Before v2 "all topics" did not exist; an empty list meant none.
         topics = body.topics if version >= 2 else body.topics or []
         error, offsets = self._fetch_offsets(body.group_id, topics)
-        if error and version < 2:
+        if error and version < 2 and topics is not None:  # (a list before v2: see above)
             # No top-level error before v2: each partition carries it.
             by_topic = [
                 OffsetFetchResponse.OffsetFetchResponseTopic(
@@ -529,10 +550,19 @@ class GroupApis:
             ),
         )
 
-    async def handle_offset_delete(self, request: Request) -> Message:
-        body = request.body
+    async def handle_offset_delete(self, request: Request) -> Message | Parked | None:
+        body: OffsetDeleteRequest = request.body
         known, unknown = self._known_partitions(body.topics)
-        error, errors = await self.coordinator.handle_delete_offsets(body.group_id, [tp for tp, _ in known])
+        deleted = self.coordinator.handle_delete_offsets(body.group_id, [tp for tp, _ in known])
+        return park(deleted, partial(self._offset_delete_response, body, unknown))
+
+    @staticmethod
+    def _offset_delete_response(
+        body: OffsetDeleteRequest,
+        unknown: dict[tuple[str, int], int],
+        deleted: tuple[int, dict[tuple[str, int], int]],
+    ) -> Message:
+        error, errors = deleted
         if error:
             return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
         errors = {**errors, **unknown}
@@ -557,7 +587,7 @@ class GroupApis:
     # -- admin ------------------------------------------------------------------------------------
 
     async def handle_describe_groups(self, request: Request) -> Message:
-        body = request.body
+        body: DescribeGroupsRequest = request.body
         groups = []
         for group_id in body.groups:
             error, summary = self.coordinator.handle_describe_group(group_id)
@@ -565,7 +595,9 @@ class GroupApis:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
 
     @staticmethod
-    def _described_group(group_id: str, error: int, summary: GroupSummary, with_operations: bool) -> Message:
+    def _described_group(
+        group_id: str, error: int, summary: GroupSummary, with_operations: bool
+    ) -> DescribeGroupsResponse.DescribedGroup:
         return DescribeGroupsResponse.DescribedGroup(
             error_code=error,
             group_id=group_id,
@@ -589,7 +621,8 @@ class GroupApis:
         )
 
     async def handle_list_groups(self, request: Request) -> Message:
-        body, version = request.body, request.version
+        body: ListGroupsRequest = request.body
+        version = request.version
         states = set(body.states_filter) if version >= 4 else set()
         types = {t.lower() for t in body.types_filter} if version >= 5 else set()
         error, groups = self.coordinator.handle_list_groups(states)
@@ -609,13 +642,17 @@ class GroupApis:
             ],
         )
 
-    async def handle_delete_groups(self, request: Request) -> Message:
-        names = request.body.groups_names
-        errors = await self.coordinator.handle_delete_groups(list(dict.fromkeys(names)))
-        return DeleteGroupsResponse(
-            throttle_time_ms=0,
-            results=[
-                DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=errors[name])
-                for name in dict.fromkeys(names)
-            ],
-        )
+    async def handle_delete_groups(self, request: Request) -> Message | Parked | None:
+        body: DeleteGroupsRequest = request.body
+        names = list(dict.fromkeys(body.groups_names))
+
+        def response(errors: dict[str, int]) -> Message:
+            return DeleteGroupsResponse(
+                throttle_time_ms=0,
+                results=[
+                    DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=errors[name])
+                    for name in names
+                ],
+            )
+
+        return park(self.coordinator.handle_delete_groups(names), response)

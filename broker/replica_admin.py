@@ -12,8 +12,8 @@ just deposed), until the request's own timeout. Then it answers its client:
   cache before it goes, and its answer leaves out ELECTION_NOT_NEEDED (Kafka's broker does both). A
   partition the controller elected is answered once this broker's metadata shows the new leader — the
   preferred replica, or for an unclean election a live one — or REQUEST_TIMED_OUT at the request's
-  timeout (Kafka's DelayedElectLeader). Without a reachable controller every partition gets
-  NOT_CONTROLLER.
+  timeout: the answer is parked on a DelayedElectLeader in the ReplicaManager's purgatory, which every
+  UpdateMetadata checks. Without a reachable controller every partition gets NOT_CONTROLLER.
 - AlterPartitionReassignments and ListPartitionReassignments: the controller's answer as it is, or
   its top-level NOT_CONTROLLER / REQUEST_TIMED_OUT when none answered.
 """
@@ -24,10 +24,13 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from broker.controller_channel import ControllerChannel
 from broker.metadata_cache import MetadataCache
+from broker.replica_manager import METADATA_UPDATE, ElectionResults, ReplicaManager
+from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -38,20 +41,55 @@ from protocol.messages import (
     ListPartitionReassignmentsResponse,
     Message,
 )
+from server_common.purgatory import DelayedOperation
 
 ELECT_LEADERS_VERSION = 2  # what brokers send the controller (it serves 0-2)
 REASSIGNMENTS_VERSION = 0
 PREFERRED, UNCLEAN = 0, 1
-METADATA_POLL = 0.02  # seconds between looks at the metadata cache while waiting for a new leader
 RETRY_BACKOFF = 0.1  # seconds between attempts to reach the controller
 
 PartitionError = tuple[int, str | None]
 
 
+class DelayedElectLeader(DelayedOperation[ElectionResults]):
+    """Elected partitions whose new leader this broker's metadata does not show yet; REQUEST_TIMED_OUT
+    for those still missing at the deadline."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        metadata_cache: MetadataCache,
+        election_type: int,
+        results: ElectionResults,
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.metadata_cache = metadata_cache
+        self.election_type = election_type
+        self.results = results
+        self.pending = {tp for tp, (code, _) in results.items() if code == ErrorCode.NONE}
+
+    def try_complete(self) -> bool:
+        self.pending = {tp for tp in self.pending if not self._shows_new_leader(tp)}
+        return not self.pending and self.complete()
+
+    def on_complete(self) -> ElectionResults:
+        self.results.update(dict.fromkeys(self.pending, (ErrorCode.REQUEST_TIMED_OUT, None)))
+        return self.results
+
+    def _shows_new_leader(self, tp: tuple[str, int]) -> bool:
+        found = self.metadata_cache.partition(*tp)
+        if found is None or found.leader < 0 or not self.metadata_cache.is_alive(found.leader):
+            return False
+        return self.election_type != PREFERRED or (bool(found.replicas) and found.leader == found.replicas[0])
+
+
 class ReplicaAdmin:
-    def __init__(self, metadata_cache: MetadataCache, channel: ControllerChannel) -> None:
+    def __init__(
+        self, metadata_cache: MetadataCache, channel: ControllerChannel, replica_manager: ReplicaManager
+    ) -> None:
         self.metadata_cache = metadata_cache
         self.channel = channel
+        self.replica_manager = replica_manager
 
     async def close(self) -> None:
         await self.channel.close()
@@ -77,43 +115,27 @@ class ReplicaAdmin:
 
     # -- ElectLeaders -----------------------------------------------------------------------------
 
-    async def handle_elect_leaders(self, request: Request) -> Message:
-        body = request.body
+    async def handle_elect_leaders(self, request: Request) -> Message | Parked | None:
+        body: ElectLeadersRequest = request.body
         election_type = body.election_type if request.version >= 1 else PREFERRED
-        every_partition = body.topic_partitions is None
-        if every_partition:
+        requested = body.topic_partitions
+        every_partition = requested is None
+        if requested is None:
             partitions = [
                 (topic, p)
                 for topic in self.metadata_cache.topic_names()
                 for p in self.metadata_cache.partitions(topic)
             ]
         else:
-            partitions = list(
-                dict.fromkeys((t.topic, p) for t in body.topic_partitions for p in t.partitions)
-            )
+            partitions = list(dict.fromkeys((t.topic, p) for t in requested for p in t.partitions))
         deadline = time.monotonic() + max(body.timeout_ms, 0) / 1000
         results = await self._elect(partitions, election_type, body.timeout_ms) if partitions else {}
-        elected = [tp for tp, (code, _) in results.items() if code == ErrorCode.NONE]
-        if elected:
-            late = await self._wait_for_leaders(elected, election_type, deadline)
-            results.update(dict.fromkeys(late, (ErrorCode.REQUEST_TIMED_OUT, None)))
-        if every_partition:
-            results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
-        by_topic: dict[str, list[Message]] = defaultdict(list)
-        for (topic, partition), (code, message) in sorted(results.items()):
-            by_topic[topic].append(
-                ElectLeadersResponse.PartitionResult(
-                    partition_id=partition, error_code=code, error_message=message
-                )
-            )
-        return ElectLeadersResponse(
-            throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
-            replica_election_results=[
-                ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=found)
-                for topic, found in by_topic.items()
-            ],
+        remaining_ms = max(int((deadline - time.monotonic()) * 1000), 0)
+        waiting = DelayedElectLeader(remaining_ms, self.metadata_cache, election_type, results)
+        shown = self.replica_manager.elect_leader_purgatory.try_complete_else_watch(
+            waiting, [METADATA_UPDATE]
         )
+        return park(shown, partial(_elect_leaders_response, every_partition))
 
     async def _elect(
         self, partitions: list[tuple[str, int]], election_type: int, timeout_ms: int
@@ -142,23 +164,6 @@ class ReplicaAdmin:
             for topic in response.replica_election_results
             for p in topic.partition_result
         }
-
-    async def _wait_for_leaders(
-        self, partitions: list[tuple[str, int]], election_type: int, deadline: float
-    ) -> list[tuple[str, int]]:
-        """Waits until this broker's metadata shows each elected leader; returns those still missing."""
-        pending = list(partitions)
-        while True:
-            pending = [tp for tp in pending if not self._shows_new_leader(tp, election_type)]
-            if not pending or time.monotonic() >= deadline:
-                return pending
-            await asyncio.sleep(METADATA_POLL)
-
-    def _shows_new_leader(self, tp: tuple[str, int], election_type: int) -> bool:
-        found = self.metadata_cache.partition(*tp)
-        if found is None or found.leader < 0 or not self.metadata_cache.is_alive(found.leader):
-            return False
-        return election_type != PREFERRED or (bool(found.replicas) and found.leader == found.replicas[0])
 
     # -- reassignments ------------------------------------------------------------------------------
 
@@ -190,3 +195,23 @@ class ReplicaAdmin:
             )
         except KafkaError as e:
             return failed(e)
+
+
+def _elect_leaders_response(every_partition: bool, results: ElectionResults) -> ElectLeadersResponse:
+    if every_partition:
+        results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = defaultdict(list)
+    for (topic, partition), (code, message) in sorted(results.items()):
+        by_topic[topic].append(
+            ElectLeadersResponse.PartitionResult(
+                partition_id=partition, error_code=code, error_message=message
+            )
+        )
+    return ElectLeadersResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        replica_election_results=[
+            ElectLeadersResponse.ReplicaElectionResult(topic=topic, partition_result=found)
+            for topic, found in by_topic.items()
+        ],
+    )

@@ -9,6 +9,10 @@ leaders' logs (acks=all waits in the produce purgatory until the high watermark 
 serves fetches (a fetch that finds too little data waits in the fetch purgatory until an append or a
 high-watermark move brings enough, or its max wait ends), moves log start offsets for DeleteRecords
 (which waits until the live followers have moved theirs), and checkpoints the high watermarks.
+
+What may wait (``wait_for_acks``, ``fetch_messages``, ``delete_records``) returns an ``asyncio.Future``
+of its results, done already when nothing had to wait (``server_common.futures``); the request
+handler parks its response on it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED, Partition, storage_error
 from broker.replica_fetcher import ReplicaFetcherManager
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import Message
+from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from server_common.futures import completed
 from server_common.purgatory import DelayedOperation, DelayedOperationPurgatory
 from storage.errors import KafkaStorageError, StorageError
 from storage.fetch import FetchDataInfo
@@ -49,6 +54,8 @@ LOG_PREPARATION_BATCH = 200
 LOG_PREPARATION_THREADS = 4
 # The longest a LeaderAndIsr or StopReplica holds the event loop before it lets other requests run.
 LOOP_SLICE_S = 0.02
+# The key of ``elect_leader_purgatory``: every applied UpdateMetadata checks the elections waiting there.
+METADATA_UPDATE = "metadata-update"
 
 
 @dataclass(slots=True)
@@ -101,10 +108,14 @@ class FetchPartitionResult:
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): the fetcher must truncate
 
 
-class DelayedProduce(DelayedOperation):
-    def __init__(
-        self, timeout_ms: int, manager: ReplicaManager, results: dict[TopicPartition, ProducePartitionResult]
-    ):
+ProduceResults = dict[TopicPartition, ProducePartitionResult]
+# ElectLeaders: each partition's (error, message).
+ElectionResults = dict[TopicPartition, tuple[int, str | None]]
+FetchResults = dict[TopicPartition, FetchPartitionResult]
+
+
+class DelayedProduce(DelayedOperation[ProduceResults]):
+    def __init__(self, timeout_ms: int, manager: ReplicaManager, results: ProduceResults) -> None:
         super().__init__(timeout_ms)
         self.manager = manager
         self.results = results
@@ -123,7 +134,7 @@ class DelayedProduce(DelayedOperation):
                 self.pending.discard(tp)
         return not self.pending and self.complete()
 
-    def on_complete(self) -> dict[TopicPartition, ProducePartitionResult]:
+    def on_complete(self) -> ProduceResults:
         for tp in self.pending:
             self.results[tp].error = ErrorCode.REQUEST_TIMED_OUT
         return self.results
@@ -137,7 +148,10 @@ class DeleteRecordsPartitionResult:
     message: str | None = None
 
 
-class DelayedDeleteRecords(DelayedOperation):
+DeleteRecordsResults = dict[TopicPartition, DeleteRecordsPartitionResult]
+
+
+class DelayedDeleteRecords(DelayedOperation[DeleteRecordsResults]):
     """DeleteRecords waits until the low watermark (the lowest log start offset of the live replicas)
     reaches the offset asked for, as Kafka's DelayedDeleteRecords."""
 
@@ -145,7 +159,7 @@ class DelayedDeleteRecords(DelayedOperation):
         self,
         timeout_ms: int,
         manager: ReplicaManager,
-        results: dict[TopicPartition, DeleteRecordsPartitionResult],
+        results: DeleteRecordsResults,
     ) -> None:
         super().__init__(timeout_ms)
         self.manager = manager
@@ -168,19 +182,19 @@ class DelayedDeleteRecords(DelayedOperation):
             self.pending.discard(tp)
         return not self.pending and self.complete()
 
-    def on_complete(self) -> dict[TopicPartition, DeleteRecordsPartitionResult]:
+    def on_complete(self) -> DeleteRecordsResults:
         for tp in self.pending:
             self.results[tp].error = ErrorCode.REQUEST_TIMED_OUT
         return self.results
 
 
-class DelayedFetch(DelayedOperation):
+class DelayedFetch(DelayedOperation[FetchResults]):
     def __init__(
         self,
         manager: ReplicaManager,
         params: FetchParams,
         requests: list[FetchPartitionRequest],
-        first: dict[TopicPartition, FetchPartitionResult],
+        first: FetchResults,
     ) -> None:
         super().__init__(params.max_wait_ms)
         self.manager = manager
@@ -206,7 +220,7 @@ class DelayedFetch(DelayedOperation):
             accumulated += self.params.min_bytes if found is None else found
         return accumulated >= self.params.min_bytes and self.complete()
 
-    def on_complete(self) -> dict[TopicPartition, FetchPartitionResult]:
+    def on_complete(self) -> FetchResults:
         return self.manager.read_from_local_logs(self.params, self.requests)
 
 
@@ -242,7 +256,7 @@ class _LeaderAndIsrOutcome:
     following: list[str] = field(default_factory=list)  # following a new leader
     prepared: int = 0  # partitions new to this broker, their logs opened or created off the loop
 
-    def log(self, broker_id: int, request: Message, seconds: float) -> None:
+    def log(self, broker_id: int, request: LeaderAndIsrRequest, seconds: float) -> None:
         if self.stale:
             log.info(
                 "ignoring LeaderAndIsr for %d partitions: their leader epoch is not newer than ours: %s",
@@ -301,9 +315,11 @@ class ReplicaManager:
         self.controller_fence: ControllerFence | None = None
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
-        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
-        self.produce_purgatory = DelayedOperationPurgatory("Produce")
-        self.delete_records_purgatory = DelayedOperationPurgatory("DeleteRecords")
+        self.fetch_purgatory = DelayedOperationPurgatory[FetchResults]("Fetch")
+        self.produce_purgatory = DelayedOperationPurgatory[ProduceResults]("Produce")
+        self.delete_records_purgatory = DelayedOperationPurgatory[DeleteRecordsResults]("DeleteRecords")
+        # ElectLeaders waiting for this broker's metadata to show the new leaders (broker.replica_admin).
+        self.elect_leader_purgatory = DelayedOperationPurgatory[ElectionResults]("ElectLeader")
         # Told (topic, partition, leads?, leader epoch) whenever this broker becomes a partition's leader
         # or follower, or stops hosting it (epoch -1 if unknown): the group coordinator follows the
         # leadership of __consumer_offsets this way.
@@ -348,7 +364,9 @@ class ReplicaManager:
 
     # -- the controller's requests --------------------------------------------------------------
 
-    async def check_controller(self, request: Message) -> Refusal | None:
+    async def check_controller(
+        self, request: LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+    ) -> Refusal | None:
         """None if a LeaderAndIsr, UpdateMetadata or StopReplica comes from the active controller and
         is meant for this broker's current epoch; else why it must change nothing (STALE_CONTROLLER_EPOCH
         or STALE_BROKER_EPOCH, or unanswered when ZooKeeper cannot say)."""
@@ -359,7 +377,7 @@ class ReplicaManager:
         )
 
     async def become_leader_or_follower(
-        self, request: Message, version: int, fenced: int = ErrorCode.NONE
+        self, request: LeaderAndIsrRequest, version: int, fenced: int = ErrorCode.NONE
     ) -> tuple[int, dict[TopicPartition, int], dict[str, uuid.UUID]]:
         """Applies LeaderAndIsr: (top-level error, per-partition errors, topic ids). ``fenced`` is the
         error ``check_controller`` refused the request with: then nothing changes, and every partition
@@ -371,7 +389,7 @@ class ReplicaManager:
         LOG_PREPARATION_BATCH partitions at a time (creating a log is blocking I/O), and the rest yields
         to the event loop every LOOP_SLICE_S: a request of thousands of partitions never holds the loop
         long. Until its turn comes, a partition answers produces and fetches as before the request."""
-        states: list[tuple[str, uuid.UUID, Any]] = (
+        states: list[tuple[str, uuid.UUID, LeaderAndIsrRequest.LeaderAndIsrPartitionState]] = (
             [(s.topic_name, uuid.UUID(int=0), s) for s in request.ungrouped_partition_states]
             if version < 2
             else [(t.topic_name, t.topic_id, s) for t in request.topic_states for s in t.partition_states]
@@ -414,7 +432,7 @@ class ReplicaManager:
         return ErrorCode.NONE, outcome.errors, topic_ids
 
     def _prepare_logs(
-        self, new: list[tuple[TopicPartition, Any]]
+        self, new: list[tuple[TopicPartition, LeaderAndIsrRequest.LeaderAndIsrPartitionState]]
     ) -> dict[TopicPartition, Log | StorageError]:
         """On a log-preparation thread: the logs of partitions this broker does not host yet, created if
         missing; a new leader's log gets its leader epoch's start offset too (a checkpoint write with
@@ -440,7 +458,7 @@ class ReplicaManager:
         self,
         tp: TopicPartition,
         topic_id: uuid.UUID,
-        state: Any,
+        state: LeaderAndIsrRequest.LeaderAndIsrPartitionState,
         leaders: dict[int, tuple[str, int]],
         prepared: Log | StorageError | None,
         outcome: _LeaderAndIsrOutcome,
@@ -486,7 +504,7 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     async def stop_replicas(
-        self, request: Message, version: int, fenced: int = ErrorCode.NONE
+        self, request: StopReplicaRequest, version: int, fenced: int = ErrorCode.NONE
     ) -> tuple[int, dict[TopicPartition, int]]:
         """Applies StopReplica: (top-level error, per-partition errors). ``fenced`` is as for
         ``become_leader_or_follower``, and so are the serialization and the yields to the loop."""
@@ -558,9 +576,9 @@ class ReplicaManager:
         entries: Iterable[tuple[str, int, memoryview]],
         required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-    ) -> dict[TopicPartition, ProducePartitionResult]:
+    ) -> ProduceResults:
         """Appends to each partition's leader log; errors are per partition."""
-        results: dict[TopicPartition, ProducePartitionResult] = {}
+        results: ProduceResults = {}
         for topic, index, records in entries:
             tp = (topic, index)
             try:
@@ -579,9 +597,9 @@ class ReplicaManager:
             self.fetch_purgatory.check(tp)
         return results
 
-    def wait_for_acks(self, results: dict[TopicPartition, ProducePartitionResult], timeout_ms: int) -> Any:
-        """acks=all: the results once every appended partition's high watermark has passed its records
-        (a future while some have not)."""
+    def wait_for_acks(self, results: ProduceResults, timeout_ms: int) -> asyncio.Future[ProduceResults]:
+        """acks=all: the results once every appended partition's high watermark has passed its records,
+        or ``timeout_ms`` has (REQUEST_TIMED_OUT for those still waiting)."""
         operation = DelayedProduce(timeout_ms, self, results)
         return self.produce_purgatory.try_complete_else_watch(operation, results.keys())
 
@@ -589,8 +607,8 @@ class ReplicaManager:
 
     def read_from_local_logs(
         self, params: FetchParams, requests: list[FetchPartitionRequest]
-    ) -> dict[TopicPartition, FetchPartitionResult]:
-        results: dict[TopicPartition, FetchPartitionResult] = {}
+    ) -> FetchResults:
+        results: FetchResults = {}
         budget = params.max_bytes
         min_one_message = True
         for request in requests:
@@ -644,13 +662,16 @@ class ReplicaManager:
             return FetchPartitionResult(code, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset)
         return FetchPartitionResult(code)
 
-    def fetch_messages(self, params: FetchParams, requests: list[FetchPartitionRequest]) -> Any:
-        """The fetch results now, or a future completed by the fetch purgatory (long poll)."""
+    def fetch_messages(
+        self, params: FetchParams, requests: list[FetchPartitionRequest]
+    ) -> asyncio.Future[FetchResults]:
+        """The fetch results: at once when there is enough data (or an error, or no wait asked for),
+        else once the fetch purgatory finds enough or the max wait ends (long poll)."""
         results = self.read_from_local_logs(params, requests)
         total = sum(r.info.length for r in results.values() if r.info is not None)
         errors = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results.values())
         if params.max_wait_ms <= 0 or not requests or total >= params.min_bytes or errors:
-            return results
+            return completed(results)
         operation = DelayedFetch(self, params, requests, results)
         return self.fetch_purgatory.try_complete_else_watch(
             operation, [(r.topic, r.partition) for r in requests]
@@ -699,10 +720,12 @@ class ReplicaManager:
 
     # -- DeleteRecords --------------------------------------------------------------------------
 
-    def delete_records(self, offsets: dict[TopicPartition, int], timeout_ms: int) -> Any:
+    def delete_records(
+        self, offsets: dict[TopicPartition, int], timeout_ms: int
+    ) -> asyncio.Future[DeleteRecordsResults]:
         """Moves each led partition's log start offset; the results once every live replica has moved
-        its own that far (a future while some have not)."""
-        results: dict[TopicPartition, DeleteRecordsPartitionResult] = {}
+        its own that far, or ``timeout_ms`` has passed (REQUEST_TIMED_OUT for the partitions late)."""
+        results: DeleteRecordsResults = {}
         for tp, offset in offsets.items():
             try:
                 partition = self.leader_partition(*tp)
@@ -713,7 +736,7 @@ class ReplicaManager:
                 continue
             results[tp] = DeleteRecordsPartitionResult(low_watermark=low, requested_offset=requested)
         if not any(r.error == ErrorCode.NONE for r in results.values()):
-            return results
+            return completed(results)
         operation = DelayedDeleteRecords(timeout_ms, self, results)
         return self.delete_records_purgatory.try_complete_else_watch(operation, results.keys())
 
@@ -728,3 +751,4 @@ class ReplicaManager:
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
         self.delete_records_purgatory.complete_all()
+        self.elect_leader_purgatory.complete_all()

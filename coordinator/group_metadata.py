@@ -10,9 +10,9 @@ This is Kafka's ``GroupMetadata`` and ``MemberMetadata`` (the classic protocol):
 
 the bookkeeping of who has rejoined, protocol selection across members, static members
 (``group.instance.id``) and the group's offsets (committed, and pending while their records are
-replicated). The coordinator (``group_coordinator``) drives it; nothing here waits or writes.
-A member waiting for its JoinGroup or SyncGroup answer holds an ``asyncio.Future`` that the group
-completes with a ``JoinGroupResult`` or ``SyncGroupResult``.
+replicated). The coordinator (``group_coordinator`` and its parts) drives it; nothing here waits or
+writes. A member waiting for its JoinGroup or SyncGroup answer holds the ``asyncio.Future`` its
+request is parked on, which the group completes with a ``JoinGroupResult`` or ``SyncGroupResult``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from protocol.errors import ErrorCode
+from server_common.futures import forward
 
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -153,7 +156,8 @@ class MemberMetadata:
         self.awaiting_sync: asyncio.Future[SyncGroupResult] | None = None
         # A member added by this rebalance: its session does not count until its JoinGroup is answered.
         self.is_new = False
-        self.heartbeat_timer: asyncio.TimerHandle | None = None
+        # Set while the member's session deadline is renewed: the deadline it had is met.
+        self.heartbeat_satisfied = False
 
     def __repr__(self) -> str:
         return (
@@ -175,6 +179,20 @@ class MemberMetadata:
     @property
     def is_awaiting_sync(self) -> bool:
         return self.awaiting_sync is not None
+
+    @property
+    def has_satisfied_heartbeat(self) -> bool:
+        """Whether the member's session may not end now: members waiting in a rebalance need no
+        heartbeat (new ones excepted, which cannot heartbeat yet and are not waited for forever)."""
+        if self.is_new:
+            return self.heartbeat_satisfied
+        return self.is_awaiting_join or self.is_awaiting_sync or self.heartbeat_satisfied
+
+    def await_join(self, join: asyncio.Future[JoinGroupResult] | None) -> None:
+        self.awaiting_join = _also_answer(self.awaiting_join, join)
+
+    def await_sync(self, sync: asyncio.Future[SyncGroupResult]) -> None:
+        self.awaiting_sync = _also_answer(self.awaiting_sync, sync)
 
     @property
     def protocols(self) -> set[str]:
@@ -206,20 +224,14 @@ class MemberMetadata:
         )
 
 
-def chain_waiter(previous: asyncio.Future | None, new: asyncio.Future | None) -> asyncio.Future | None:
-    """A member that sends JoinGroup or SyncGroup again while the first still waits: the first gets
-    the same answer as the second (Kafka drops it, and its request is never answered)."""
+def _also_answer(
+    previous: asyncio.Future[T] | None, new: asyncio.Future[T] | None
+) -> asyncio.Future[T] | None:
+    """The member's new waiting request: ``new``. When it sends JoinGroup or SyncGroup again while the
+    first still waits, the first gets the same answer as the second (Kafka drops it, and its request
+    is never answered; a connection here answers in request order, so the second would wait too)."""
     if previous is not None and new is not None and previous is not new and not previous.done():
-
-        def forward(done: asyncio.Future) -> None:
-            if previous.done():
-                return
-            if done.cancelled():
-                previous.cancel()
-            else:
-                previous.set_result(done.result())
-
-        new.add_done_callback(forward)
+        forward(new, previous)
     return new
 
 
@@ -265,9 +277,6 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
-        # The coordinator's timers: the rebalance (join) deadline and the SyncGroup deadline.
-        self.join_timer: asyncio.TimerHandle | None = None
-        self.sync_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         return (
@@ -369,7 +378,7 @@ class GroupMetadata:
         self.supported_protocols += Counter()
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        member.awaiting_join = chain_waiter(member.awaiting_join, join)
+        member.await_join(join)
 
     def replace_static_member(
         self, group_instance_id: str, old_member_id: str, new_member_id: str

@@ -12,7 +12,8 @@ broker, with ``offsets.commit.required.acks`` (all) and ``offsets.commit.timeout
 visible to OffsetFetch only once its record is replicated. Deleted groups and expired or deleted
 offsets are written as tombstones, which compaction eventually removes.
 
-The manager does not import the broker: the broker hands it an ``OffsetsTopic``.
+The manager does not import the broker: the broker hands it an ``OffsetsTopic``. Writes answer with a
+future of their outcome (``server_common.futures``), done once the records are replicated.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from coordinator.group_metadata import (
@@ -50,6 +52,7 @@ from protocol import record_batch
 from protocol.errors import ErrorCode
 from protocol.primitives import DecodeError
 from protocol.topic import GROUP_METADATA_TOPIC
+from server_common.futures import all_of, completed, then
 from storage.fetch import FetchDataInfo
 
 log = logging.getLogger(__name__)
@@ -178,6 +181,20 @@ def read_partition(partition_log: PartitionLog, buffer_size: int, name: str) -> 
     return loaded
 
 
+def _tombstones_written(group: GroupMetadata, partition: int, removed: int, result: AppendResult) -> int:
+    """How many removed offsets the tombstones made durable (none when they were not written)."""
+    if result.error == ErrorCode.NONE:
+        return removed
+    log.warning(
+        "tombstones of group %s were not written to %s-%d: %s",
+        group.group_id,
+        GROUP_METADATA_TOPIC,
+        partition,
+        ErrorCode(result.error).name,
+    )
+    return 0
+
+
 def append_error_to_coordinator_error(error: int, *, for_commit: bool) -> int:
     """Kafka's translation of an append's error into what a group request answers."""
     if error in (
@@ -283,9 +300,11 @@ class GroupMetadataManager:
             self._load(partition, epoch, on_group_loaded), name=f"load-{GROUP_METADATA_TOPIC}-{partition}"
         )
         self._loads[partition] = task
-        task.add_done_callback(
-            lambda t, p=partition: self._loads.pop(p, None) if self._loads.get(p) is t else None
-        )
+        task.add_done_callback(partial(self._load_ended, partition))
+
+    def _load_ended(self, partition: int, task: asyncio.Task[None]) -> None:
+        if self._loads.get(partition) is task:
+            del self._loads[partition]
 
     async def _load(
         self, partition: int, epoch: int, on_group_loaded: Callable[[GroupMetadata], None]
@@ -438,10 +457,10 @@ class GroupMetadataManager:
             self.config.commit_required_acks,
             self.config.commit_timeout_ms,
         )
-        return asyncio.ensure_future(self._group_stored(group, appended))
+        return then(appended, partial(self._group_stored, group))
 
-    async def _group_stored(self, group: GroupMetadata, appended: asyncio.Future[AppendResult]) -> int:
-        result = await appended
+    @staticmethod
+    def _group_stored(group: GroupMetadata, result: AppendResult) -> int:
         if result.error != ErrorCode.NONE:
             log.debug(
                 "metadata of group %s (generation %d) was not stored: %s",
@@ -462,9 +481,7 @@ class GroupMetadataManager:
         offset.metadata.max.bytes is refused (OFFSET_METADATA_TOO_LARGE)."""
         valid = {tp: o for tp, o in offsets.items() if self.valid_metadata(o.metadata)}
         if not valid:
-            done: asyncio.Future[dict[TopicPartition, int]] = asyncio.get_running_loop().create_future()
-            done.set_result({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
-            return done
+            return completed({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
         batch = self._batch(
             (offset_commit_key(group.group_id, topic, partition), offset_commit_value(o))
             for (topic, partition), o in valid.items()
@@ -476,21 +493,20 @@ class GroupMetadataManager:
             self.config.commit_required_acks,
             self.config.commit_timeout_ms,
         )
-        return asyncio.ensure_future(self._offsets_stored(group, offsets, valid, appended))
+        return then(appended, partial(self._offsets_stored, group, offsets, valid))
 
-    async def _offsets_stored(
-        self,
+    @staticmethod
+    def _offsets_stored(
         group: GroupMetadata,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         valid: dict[TopicPartition, OffsetAndMetadata],
-        appended: asyncio.Future[AppendResult],
+        result: AppendResult,
     ) -> dict[TopicPartition, int]:
-        result = await appended
         if result.error == ErrorCode.NONE:
             if not group.is_(GroupState.DEAD):
                 for i, (tp, o) in enumerate(valid.items()):
                     group.on_offset_commit_append(tp, CommittedOffset(o, result.base_offset + i))
-            error = ErrorCode.NONE
+            error: int = ErrorCode.NONE
         else:
             if not group.is_(GroupState.DEAD):
                 for tp, o in valid.items():
@@ -510,15 +526,15 @@ class GroupMetadataManager:
         wanted = list(group.offsets) if partitions is None else partitions
         return {tp: group.offset(tp) for tp in wanted}
 
-    async def cleanup_group_metadata(
+    def cleanup_group_metadata(
         self,
         groups: Iterable[GroupMetadata],
         selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]],
-    ) -> int:
+    ) -> asyncio.Future[int]:
         """Removes the offsets ``selector`` picks from each group, turns groups left empty without
         offsets Dead, and writes the tombstones (acks 0, as Kafka: a lost tombstone is written again
-        by the next cleanup). Returns how many offsets were removed."""
-        removed_total = 0
+        by the next cleanup). The future gives how many offsets were removed."""
+        written: list[asyncio.Future[int]] = []
         for group in list(groups):
             removed = selector(group)
             if group.is_(GroupState.EMPTY) and not group.has_offsets:
@@ -537,20 +553,9 @@ class GroupMetadataManager:
             if not tombstones:
                 continue
             partition = self.partition_for(group.group_id)
-            result = await self.topic.append(
-                partition, self._batch(tombstones), 0, self.config.commit_timeout_ms
-            )
-            if result.error != ErrorCode.NONE:
-                log.warning(
-                    "tombstones of group %s were not written to %s-%d: %s",
-                    group.group_id,
-                    GROUP_METADATA_TOPIC,
-                    partition,
-                    ErrorCode(result.error).name,
-                )
-                continue
-            removed_total += len(removed)
-        return removed_total
+            appended = self.topic.append(partition, self._batch(tombstones), 0, self.config.commit_timeout_ms)
+            written.append(then(appended, partial(_tombstones_written, group, partition, len(removed))))
+        return then(all_of(written), sum)
 
     async def expire_offsets(self) -> int:
         """One round of offsets.retention.minutes expiration over every group (Kafka's

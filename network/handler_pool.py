@@ -1,26 +1,44 @@
 """The request handler pool: ``num.io.threads`` workers taking requests off the RequestChannel.
 
-All workers run on the server's one event loop; there are several so that a handler that awaits
-(a ZooKeeper write, a delayed operation) does not hold up the requests of other connections. A handler
-whose answer may take as long as a group rebalance returns a ``Parked`` future instead: the worker moves
-on, and the response is written once the future is done (Kafka's handler threads never wait either).
+All workers run on the server's one event loop; there are several so that a handler that awaits I/O
+(a ZooKeeper write) does not hold up the requests of other connections. A handler never waits for an
+answer that comes later (followers' acks, a long poll, a rebalance): it ``park``s the response on the
+future of that answer, the worker moves on, and the response is written once the future is done
+(Kafka's handler threads never wait either).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from network.request_channel import Request, RequestChannel
 from protocol.messages import Message
+from server_common.futures import then
 from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-# A response that completes later, without holding a worker (a JoinGroup waiting for its rebalance).
-Parked = asyncio.Future  # of Message | None
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """A response that is not ready yet: the pool writes it once ``response`` is done."""
+
+    response: asyncio.Future[Message | None]
+
+
+def park(later: asyncio.Future[T], respond: Callable[[T], Message | None]) -> Message | Parked | None:
+    """The response to give for an answer that may come later: ``respond(result)`` now if ``later``
+    is done, else a parked response written once it is. A handler returns what this returns."""
+    if later.done():
+        return respond(later.result())
+    return Parked(then(later, respond))
 
 
 class RequestHandler(Protocol):
@@ -52,8 +70,8 @@ class KafkaRequestHandlerPool:
                 _log_failure(request)
                 connection.close()
             else:
-                if isinstance(response, asyncio.Future):
-                    response.add_done_callback(partial(_complete_parked, request))
+                if isinstance(response, Parked):
+                    response.response.add_done_callback(partial(_write_parked_response, request))
                 else:
                     connection.complete(request, response)
             connection.handled(request)
@@ -73,7 +91,7 @@ def _log_failure(request: Request) -> None:
     )
 
 
-def _complete_parked(request: Request, parked: Parked) -> None:
+def _write_parked_response(request: Request, parked: asyncio.Future[Message | None]) -> None:
     if parked.cancelled():
         request.connection.close()
         return

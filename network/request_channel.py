@@ -25,7 +25,9 @@ class Request:
     version: int
     correlation_id: int
     client_id: str | None
-    body: Any  # the decoded request message; None when the client asked for an unsupported version
+    # The decoded request message; None when the client asked for an unsupported version. Its class is
+    # the API's (protocol.messages): a handler reads it once, typed: ``body: ProduceRequest = request.body``.
+    body: Any
     size: int
     requested_version: int  # differs from ``version`` only for an unsupported ApiVersions, answered in v0
     received_at: float = field(default_factory=time.monotonic)

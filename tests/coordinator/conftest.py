@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.group_coordinator import GroupConfig, GroupCoordinator, MemberJoin
+from coordinator.group_config import GroupConfig
+from coordinator.group_coordinator import GroupCoordinator
 from coordinator.group_metadata import JoinGroupResult, SyncGroupResult
 from coordinator.group_metadata_manager import GroupMetadataManager, OffsetConfig
+from coordinator.join_group import MemberJoin
 from protocol.errors import ErrorCode
 from tests.coordinator.fakes import FakeOffsetsTopic
 
@@ -135,13 +137,17 @@ async def until(condition: Callable[[], object], timeout: float = 5.0) -> None:
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
+def group_config() -> GroupConfig:
+    """The coordinator's settings; a test parametrizes ``group_config`` for others."""
+    return GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=0, max_size=10)
+
+
+@pytest.fixture
+async def env(tmp_path: Path, group_config: GroupConfig) -> AsyncIterator[Env]:
     topic = FakeOffsetsTopic(tmp_path, PARTITIONS)
     clock = Clock()
     manager = GroupMetadataManager(1, OffsetConfig(num_partitions=PARTITIONS), topic, clock)
-    coordinator = GroupCoordinator(
-        1, GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=0, max_size=10), manager
-    )
+    coordinator = GroupCoordinator(1, group_config, manager)
     coordinator.startup()
     topic.leading.update(range(PARTITIONS))
     for p in range(PARTITIONS):

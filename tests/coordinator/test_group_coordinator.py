@@ -1,6 +1,7 @@
 """The classic group protocol against a coordinator with fake __consumer_offsets replicas: joins,
 MEMBER_ID_REQUIRED, protocol selection, syncs, heartbeats and session expiry, rebalance and sync
-deadlines, generations fencing commits, static membership, leaving, and offset commits."""
+deadlines (delayed operations in the heartbeat and rebalance purgatories), generations fencing commits,
+static membership, leaving, and offset commits."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import asyncio
 
 import pytest
 
-from coordinator.group_coordinator import MemberIdentity, MemberJoin
+from coordinator.group_config import GroupConfig
 from coordinator.group_metadata import GroupState, OffsetAndMetadata
+from coordinator.heartbeats import DelayedHeartbeat, MemberKey
+from coordinator.join_group import MemberJoin
+from coordinator.leave_group import MemberIdentity
+from coordinator.rebalance import DelayedJoin, DelayedSync, GroupJoinKey, GroupSyncKey, InitialDelayedJoin
 from protocol.errors import ErrorCode
-from tests.coordinator.conftest import REBALANCE_MS, Env, subscription, until
+from tests.coordinator.conftest import REBALANCE_MS, SESSION_MS, Env, subscription, until
 
 T0 = ("t", 0)
 
@@ -144,10 +149,10 @@ async def test_members_that_do_not_sync_are_dropped(env: Env) -> None:
     assert env.manager.get_group("g").is_(GroupState.PREPARING_REBALANCE)
 
 
+@pytest.mark.parametrize(
+    "group_config", [GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=150)]
+)
 async def test_initial_rebalance_delay_gathers_members(env: Env) -> None:
-    env.coordinator.config = type(env.coordinator.config)(
-        min_session_timeout_ms=100, initial_rebalance_delay_ms=150
-    )
     first = await env.join("g", wait=False)
     await asyncio.sleep(0.1)
     second = await env.join("g", wait=False)
@@ -390,3 +395,49 @@ async def test_groups_and_offsets_survive_a_coordinator_move(env: Env) -> None:
     assert moved.handle_heartbeat("g", a.member_id, None, 1) == ErrorCode.NONE
     assert (await moved.handle_commit_offsets("g", b.member_id, None, 1, offsets(40)))[T0] == ErrorCode.NONE
     await moved.shutdown()
+
+
+async def test_group_timers_are_delayed_operations_in_the_purgatories(env: Env) -> None:
+    heartbeats = env.coordinator.heartbeats.purgatory
+    rebalances = env.coordinator.rebalancer.purgatory
+    futures = [await env.join("g", wait=False) for _ in range(2)]
+    # The rebalance waits in the purgatory until both members joined (then it completed there).
+    a, b = [await asyncio.wait_for(f, 5) for f in futures]
+    assert not rebalances.watched(GroupJoinKey("g"))
+    # Each member's session is one DelayedHeartbeat; the SyncGroup deadline is a DelayedSync.
+    for member in (a, b):
+        [session] = heartbeats.watched(MemberKey("g", member.member_id))
+        assert isinstance(session, DelayedHeartbeat) and session.timeout_ms == SESSION_MS
+    [sync] = rebalances.watched(GroupSyncKey("g"))
+    assert isinstance(sync, DelayedSync)
+    leader = a if a.leader_id == a.member_id else b
+    await env.sync("g", leader, {a.member_id: b"A", b.member_id: b"B"})
+    await env.sync("g", b if leader is a else a)
+    assert sync.completed and not rebalances.watched(GroupSyncKey("g"))
+    # A heartbeat completes the member's deadline and watches the next one.
+    before = heartbeats.watched(MemberKey("g", a.member_id))
+    assert env.coordinator.handle_heartbeat("g", a.member_id, None, a.generation_id) == ErrorCode.NONE
+    after = heartbeats.watched(MemberKey("g", a.member_id))
+    assert before[0].completed and len(after) == 1 and after[0] is not before[0]
+    # The leader's rejoin starts a rebalance: a DelayedJoin waits for the other member.
+    rejoin = await env.join("g", leader.member_id, wait=False)
+    [join] = rebalances.watched(GroupJoinKey("g"))
+    assert isinstance(join, DelayedJoin) and join.timeout_ms == REBALANCE_MS
+    # Leaving completes that member's session, and the rebalance with it.
+    other = b if leader is a else a
+    env.coordinator.handle_leave_group("g", [MemberIdentity(other.member_id)])
+    assert not heartbeats.watched(MemberKey("g", other.member_id))
+    assert (await asyncio.wait_for(rejoin, 5)).generation_id == 2 and join.completed
+    # Losing the partition cancels the group's deadlines.
+    env.coordinator.on_resignation(env.manager.partition_for("g"), 1)
+    assert len(heartbeats) == 0 and len(rebalances) == 0
+
+
+@pytest.mark.parametrize(
+    "group_config", [GroupConfig(min_session_timeout_ms=100, initial_rebalance_delay_ms=150)]
+)
+async def test_a_new_groups_first_rebalance_is_an_initial_delayed_join(env: Env) -> None:
+    joining = await env.join("g", wait=False)
+    [join] = env.coordinator.rebalancer.purgatory.watched(GroupJoinKey("g"))
+    assert isinstance(join, InitialDelayedJoin) and join.timeout_ms == 150
+    assert (await asyncio.wait_for(joining, 5)).generation_id == 1
