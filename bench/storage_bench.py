@@ -80,7 +80,7 @@ def bench_append(
         disk_rates.append(total / (elapsed + time.perf_counter() - start))
         os.close(fd)
         os.unlink(raw_path)
-        log = Log(os.path.join(root, f"append-{r}"), LogConfig(), rb)
+        log = Log(os.path.join(root, f"append-{r}"), LogConfig())
         log_rates.append(
             total / timed_calls(template, calls, lambda buf, log=log: log.append_as_leader(buf, 0))
         )
@@ -106,7 +106,7 @@ def bench_append(
 def bench_lookup(root: str, sizes_mib: list[int], lookups: int) -> None:
     """Time per read of a random offset (index binary search + batch scan) as the log grows."""
     # One segment for the whole log, so that its index grows with it (segment.bytes is an int32).
-    log = Log(os.path.join(root, "lookup-0"), LogConfig.from_props({"segment.bytes": 2**31 - 1}), rb)
+    log = Log(os.path.join(root, "lookup-0"), LogConfig.from_props({"segment.bytes": 2**31 - 1}))
     call = make_batch(16 * 1024) * 64
     rnd = random.Random(7)
     written = 0
@@ -149,7 +149,7 @@ def bench_recovery(root: str, size_mib: int) -> None:
     clean-shutdown marker, recovery point 0), reopened: every batch is checked."""
     path = os.path.join(root, "recover-0")
     config = LogConfig()
-    log = Log(path, config, rb)
+    log = Log(path, config)
     call = make_batch(16 * 1024) * 64
     for _ in range(size_mib):
         log.append_as_leader(bytearray(call), leader_epoch=0)
@@ -160,7 +160,7 @@ def bench_recovery(root: str, size_mib: int) -> None:
             report("recovery (cold cache): not measured, /proc/sys/vm/drop_caches is not writable")
             continue
         start = time.perf_counter()
-        recovered = Log(path, config, rb, recovery_point=0, had_clean_shutdown=False)
+        recovered = Log(path, config, recovery_point=0, had_clean_shutdown=False)
         elapsed = time.perf_counter() - start
         assert recovered.log_end_offset == end
         recovered.close_handlers()
@@ -170,7 +170,7 @@ def bench_recovery(root: str, size_mib: int) -> None:
             f"({size_mib / elapsed:6.0f} MiB/s)"
         )
     start = time.perf_counter()
-    reopened = Log(path, config, rb, had_clean_shutdown=True)
+    reopened = Log(path, config, had_clean_shutdown=True)
     report(
         f"open of the same log after a clean shutdown (no scan):      {time.perf_counter() - start:6.3f} s"
     )

@@ -19,13 +19,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.append import LogAppendInfo
 from storage.errors import StorageError
 from storage.fetch import FetchDataInfo, LogOffsetMetadata
-from storage.log import Log
+from storage.log import Log, LogAppendInfo
 from storage.producer_state import AppendOrigin
+
+if TYPE_CHECKING:
+    from protocol.messages import LeaderAndIsrRequest
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high w
 
 def storage_error(e: StorageError) -> KafkaError:
     """The Kafka error a storage exception stands for."""
-    return KafkaError(ErrorCode[e.error_name], str(e))
+    return KafkaError(e.error_code, str(e))
 
 
 @dataclass
@@ -95,18 +98,22 @@ class Partition:
 
     # -- role changes ---------------------------------------------------------------------------
 
-    def _apply_state(self, state: object, log_: Log, topic_id: uuid.UUID) -> None:
+    def _apply_state(
+        self, state: LeaderAndIsrRequest.LeaderAndIsrPartitionState, log_: Log, topic_id: uuid.UUID
+    ) -> None:
         self.log = log_
-        self.leader_id = state.leader  # type: ignore[attr-defined]
-        self.leader_epoch = state.leader_epoch  # type: ignore[attr-defined]
-        self.partition_epoch = state.partition_epoch  # type: ignore[attr-defined]
-        self.controller_epoch = state.controller_epoch  # type: ignore[attr-defined]
-        self.replicas = tuple(state.replicas)  # type: ignore[attr-defined]
-        self.isr = tuple(state.isr)  # type: ignore[attr-defined]
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        self.replicas = tuple(state.replicas)
+        self.isr = tuple(state.isr)
         if topic_id.int:
             self.topic_id = topic_id
 
-    def make_leader(self, state: object, log_: Log, topic_id: uuid.UUID) -> bool:
+    def make_leader(
+        self, state: LeaderAndIsrRequest.LeaderAndIsrPartitionState, log_: Log, topic_id: uuid.UUID
+    ) -> bool:
         """Becomes (or stays) leader; True if this broker was not leading this epoch before."""
         was_leader = self.is_leader
         self._apply_state(state, log_, topic_id)
@@ -122,7 +129,9 @@ class Partition:
         self.maybe_increment_high_watermark()
         return not was_leader
 
-    def make_follower(self, state: object, log_: Log, topic_id: uuid.UUID) -> bool:
+    def make_follower(
+        self, state: LeaderAndIsrRequest.LeaderAndIsrPartitionState, log_: Log, topic_id: uuid.UUID
+    ) -> bool:
         """Becomes a follower of ``state.leader``; True if the leader changed."""
         previous = self.leader_id
         self._apply_state(state, log_, topic_id)

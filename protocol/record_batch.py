@@ -189,6 +189,21 @@ def iter_headers(buf: BytesLike, pos: int = 0, end: int | None = None) -> Iterat
         pos += size
 
 
+def has_legacy_entries(buf: BytesLike) -> bool:
+    """Whether `buf` holds an entry other than a v2 batch: a v0/v1 message set keeps its magic at the
+    same byte and frames entries by the same length field, so one walk finds either."""
+    pos, end = 0, len(buf)
+    while end - pos > _MAGIC_OFFSET:
+        if buf[pos + _MAGIC_OFFSET] != MAGIC:
+            return True
+        (length,) = _INT32.unpack_from(buf, pos + 8)
+        if length < 0:
+            # Broken framing is the append's to refuse (CORRUPT_MESSAGE); walking back would never end.
+            return False
+        pos += LOG_OVERHEAD + length
+    return False
+
+
 def crc_ok(buf: BytesLike, pos: int, header: BatchHeader) -> bool:
     """Whether the batch's CRC32C (over attributes to the end of the batch) matches."""
     end = pos + header.size

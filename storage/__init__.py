@@ -1,12 +1,13 @@
-"""The partition log on disk, laid out as Kafka lays it out. Knows nothing of sockets or ZooKeeper.
+"""The partition log on disk, laid out as Kafka lays it out. Knows nothing of sockets or ZooKeeper; reads
+and writes record batches with protocol.record_batch.
 
 Modules: config (LogConfig), checkpoints (text checkpoint files), leader_epoch (epoch cache), index
 (.index/.timeindex), txn_index (.txnindex), segment (LogSegment), producer_state (idempotence and
-transactions), append (batch validation), fetch (read results), log (Log), cleaner (compaction),
-log_manager (LogManager over log.dirs), record_format (the injected batch codec), errors.
+transactions), log_validator (LogValidator: every check of appended batches), fetch (read results, sent
+as they are), log_loader (LogLoader: opening and recovery), log (the running Log), cleaner
+(compaction), log_manager (LogManager over log.dirs), errors (each with its Kafka error code).
 """
 
-from storage.append import LogAppendInfo
 from storage.cleaner import CleanerStats, LogCleaner
 from storage.config import LogConfig
 from storage.errors import (
@@ -15,6 +16,7 @@ from storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTopicError,
     InvalidTxnStateError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -32,11 +34,13 @@ from storage.log import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     Log,
+    LogAppendInfo,
     TimestampAndOffset,
 )
+from storage.log_loader import LogLoader
 from storage.log_manager import LogManager
+from storage.log_validator import LogValidator
 from storage.producer_state import AppendOrigin
-from storage.record_format import RecordFormat
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -51,18 +55,20 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTopicError",
     "InvalidTxnStateError",
     "Log",
     "LogAppendInfo",
     "LogCleaner",
     "LogConfig",
+    "LogLoader",
     "LogManager",
     "LogOffsetMetadata",
+    "LogValidator",
     "MessageTooLargeError",
     "OffsetOutOfRangeError",
     "OffsetsOutOfOrderError",
     "OutOfOrderSequenceError",
-    "RecordFormat",
     "RecordListTooLargeError",
     "StorageError",
     "TimestampAndOffset",

@@ -21,9 +21,10 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from protocol import record_batch
+from protocol.record_batch import BatchHeader, Record
 from storage.checkpoints import CLEANER_CHECKPOINT, OffsetCheckpointFile
 from storage.log import Log
-from storage.record_format import BatchHeader, Record
 from storage.segment import INT_MAX, LogSegment
 from storage.txn_index import AbortedTxn
 
@@ -296,7 +297,7 @@ class LogCleaner:
         stats: CleanerStats,
     ) -> None:
         view = segment.view()
-        decode = log_.fmt.decode_records
+        decode = record_batch.decode_records
         for pos, header in segment.batches():
             if header.is_control or (header.is_transactional and aborted.covers(header)):
                 continue
@@ -347,7 +348,6 @@ class LogCleaner:
         now: int,
         stats: CleanerStats,
     ) -> tuple[LogSegment, int | None]:
-        fmt = log_.fmt
         cleaned = log_.create_cleaned_segment(group[0].base_offset)
         pending = bytearray()
         pending_meta: list[tuple[int, int, int]] = []
@@ -368,7 +368,7 @@ class LogCleaner:
                         horizon_written = (
                             horizon if horizon_written is None else min(horizon_written, horizon)
                         )
-                    out_header = fmt.read_header(out, 0)
+                    out_header = record_batch.read_header(out, 0)
                     pending += out
                     pending_meta.append((len(out), out_header.last_offset, out_header.max_timestamp))
                     if len(pending) >= _WRITE_CHUNK:
@@ -402,11 +402,10 @@ class LogCleaner:
     ) -> tuple[bytes | memoryview | None, int | None]:
         """The batch as it should be written to the cleaned segment (None to drop it), and the delete
         horizon it carries if it still holds tombstones."""
-        fmt = log_.fmt
         original = view[pos : pos + header.size]
         if header.is_control:
             return original, None
-        records = fmt.decode_records(view, pos)
+        records = record_batch.decode_records(view, pos)
         stats.records_read += len(records)
         if header.is_transactional and aborted.covers(header):
             kept: list[Record] = []
@@ -431,7 +430,7 @@ class LogCleaner:
             entry = log_.producer_state.last_entry(header.producer_id) if header.producer_id >= 0 else None
             if entry is None or entry.last_data_offset != header.last_offset:
                 return None, None
-        return fmt.encode_batch(
+        return record_batch.encode_batch(
             kept,
             base_offset=header.base_offset,
             compression=header.compression,

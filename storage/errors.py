@@ -1,76 +1,84 @@
-"""Exceptions raised by storage; each names the Kafka error the broker answers with (`error_name`)."""
+"""Exceptions raised by storage; each carries the Kafka error code the broker answers with (`error_code`)."""
+
+from protocol.errors import ErrorCode
 
 
 class StorageError(Exception):
-    """Base of every storage exception; `error_name` is the Kafka error code name the broker maps it to."""
+    """Base of every storage exception; `error_code` is the Kafka error the broker answers with."""
 
-    error_name = "UNKNOWN_SERVER_ERROR"
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class CorruptRecordError(StorageError):
     """A batch failed its framing or CRC check (Kafka's CorruptRecordException)."""
 
-    error_name = "CORRUPT_MESSAGE"
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
 
 class InvalidRecordError(StorageError):
     """A batch is well formed but not acceptable (Kafka's InvalidRecordException)."""
 
-    error_name = "INVALID_RECORD"
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class InvalidTopicError(StorageError):
+    """A client writes to an internal topic, which only the broker's coordinators may write."""
+
+    error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 class UnsupportedCompressionTypeError(StorageError):
     """A batch names a compression codec Kafka does not define."""
 
-    error_name = "UNSUPPORTED_COMPRESSION_TYPE"
+    error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 class MessageTooLargeError(StorageError):
     """A batch is larger than max.message.bytes (Kafka's RecordTooLargeException)."""
 
-    error_name = "MESSAGE_TOO_LARGE"
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class RecordListTooLargeError(StorageError):
     """The batches of one append are larger than segment.bytes (Kafka's RecordBatchTooLargeException)."""
 
-    error_name = "RECORD_LIST_TOO_LARGE"
+    error_code = ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 class InvalidTimestampError(StorageError):
     """A CreateTime timestamp is further from now than message.timestamp.difference.max.ms."""
 
-    error_name = "INVALID_TIMESTAMP"
+    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class OffsetOutOfRangeError(StorageError):
     """A read or log-start move names an offset outside what the log holds."""
 
-    error_name = "OFFSET_OUT_OF_RANGE"
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class OutOfOrderSequenceError(StorageError):
     """An idempotent batch's first sequence does not follow the producer's last one."""
 
-    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 class InvalidProducerEpochError(StorageError):
     """A batch carries an epoch older than the producer's current one (KIP-588)."""
 
-    error_name = "INVALID_PRODUCER_EPOCH"
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 class InvalidTxnStateError(StorageError):
     """A non-transactional batch arrives while the producer has a transaction open."""
 
-    error_name = "INVALID_TXN_STATE"
+    error_code = ErrorCode.INVALID_TXN_STATE
 
 
 class TransactionCoordinatorFencedError(StorageError):
     """A transaction marker carries an older coordinator epoch than one already written."""
 
-    error_name = "TRANSACTION_COORDINATOR_FENCED"
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class UnexpectedAppendOffsetError(StorageError):
@@ -84,7 +92,7 @@ class OffsetsOutOfOrderError(StorageError):
 class InvalidConfigError(StorageError, ValueError):
     """A topic config value is invalid; `key` names the bad setting."""
 
-    error_name = "INVALID_CONFIG"
+    error_code = ErrorCode.INVALID_CONFIG
 
     def __init__(self, key: str, value: object, reason: str) -> None:
         super().__init__(f"Invalid value {value!r} for configuration {key}: {reason}")
@@ -103,13 +111,13 @@ class CorruptSnapshotError(StorageError):
 class CorruptCheckpointError(StorageError):
     """A checkpoint file cannot be parsed; the message names the file and line."""
 
-    error_name = "KAFKA_STORAGE_ERROR"
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class LogDirInUseError(StorageError):
     """Another process holds the log dir's .lock."""
 
-    error_name = "KAFKA_STORAGE_ERROR"
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class KafkaStorageError(StorageError):
@@ -117,4 +125,4 @@ class KafkaStorageError(StorageError):
     descriptors left, permissions). The broker answers KAFKA_STORAGE_ERROR for that partition and
     serves the others."""
 
-    error_name = "KAFKA_STORAGE_ERROR"
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR

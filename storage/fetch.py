@@ -1,5 +1,7 @@
-"""Values a read returns: where an offset lives on disk (LogOffsetMetadata) and the byte range of a fetch
-(FetchDataInfo), which the broker sends with os.sendfile or reads through a memoryview of the mapped log."""
+"""Values a read returns: where an offset lives on disk (LogOffsetMetadata) and the result of a read
+(FetchDataInfo), a byte range of a segment file that a response carries as is: the network layer sends
+it with os.sendfile (it is a `network.send.FileRegion`), and in-process readers take its bytes through
+a memoryview of the mapped log."""
 
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ class LogOffsetMetadata(NamedTuple):
 
 
 class FetchDataInfo:
-    """The result of Log.read: `length` bytes at `position` of the file descriptor `fd` (a .log segment).
+    """The result of Log.read: `length` bytes at `position` of the file descriptor `fd` (a .log segment),
+    with where the read started, whether its first batch was cut short, and the aborted transactions a
+    read_committed fetch must be told of.
 
     `records` is a zero-copy memoryview of the mapped segment; it stays valid while the log is not
     truncated below it, so copy it if it must outlive a truncation. The descriptor stays open at least
@@ -61,10 +65,8 @@ class FetchDataInfo:
         self.first_entry_incomplete = first_entry_incomplete
         self.aborted_transactions = aborted_transactions
 
-    @property
-    def file_range(self) -> tuple[int, int, int]:
-        """(fd, position, length) for os.sendfile."""
-        return self.fd, self.position, self.length
+    def __len__(self) -> int:
+        return self.length
 
     @property
     def records(self) -> memoryview:

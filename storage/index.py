@@ -221,7 +221,7 @@ class _MappedIndex:
     def _read(self, entry: struct.Struct, n: int) -> tuple[int, int]:
         with self._remap_lock:
             assert self._mm is not None
-            return entry.unpack_from(self._mm.buf, n * self.ENTRY_SIZE)  # type: ignore[return-value]
+            return entry.unpack_from(self._mm.buf, n * self.ENTRY_SIZE)
 
     def flush(self) -> None:
         """fsync through a fresh descriptor: the mapped pages are the file's page cache, and this does

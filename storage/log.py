@@ -1,4 +1,10 @@
-"""Log: one partition's log of segments (Kafka's UnifiedLog and LocalLog).
+"""Log: one partition's running log of segments (Kafka's UnifiedLog and LocalLog); opening it is
+storage.log_loader's work, validating what is appended storage.log_validator's.
+
+Owns the segment list and the offsets (log start, high watermark, log end, recovery point), appends
+(offsets assigned by patching batch headers in place, producer state and leader epochs updated, the
+segment rolled), reads for fetches, ListOffsets by time, truncation, retention and DeleteRecords,
+flushing, and the segment swap of a compaction.
 
 The broker calls append/read synchronously from its event loop. A Log is thread-safe: an RLock guards
 the segment list and offsets, so the cleaner thread can swap segments and a flush thread can fsync while
@@ -19,27 +25,28 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from storage.append import LogAppendInfo, validate_batches
+from protocol import record_batch
+from protocol.record_batch import BatchHeader
 from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
 from storage.errors import (
-    CorruptIndexError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
 )
 from storage.fetch import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch import LeaderEpochFileCache
+from storage.log_loader import LogLoader, rebuild_producer_state
+from storage.log_validator import LogValidator
 from storage.producer_state import (
     AppendOrigin,
     CompletedTxn,
     ProducerAppendInfo,
     ProducerStateManager,
-    parse_end_txn_marker,
 )
-from storage.record_format import BatchHeader, RecordFormat
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -74,6 +81,21 @@ def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+@dataclass(slots=True)
+class LogAppendInfo:
+    """What an append did: offsets assigned (or, for a duplicate, those of the original append)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = 0
+    num_records: int = 0
+    valid_bytes: int = 0
+    duplicate: bool = False
+
+
 class TimestampAndOffset(NamedTuple):
     """A ListOffsets answer: timestamp (-1 when not by time), offset, and the leader epoch of that offset."""
 
@@ -89,7 +111,6 @@ class Log:
         self,
         directory: str,
         config: LogConfig,
-        record_format: RecordFormat,
         *,
         log_start_offset: int = 0,
         recovery_point: int = 0,
@@ -101,14 +122,11 @@ class Log:
         self.topic, self.partition = parse_topic_partition(os.path.basename(self.dir))
         self.name = f"{self.topic}-{self.partition}"
         self.config = config
-        self.fmt = record_format
         self._time_ms = time_ms
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self.cleaner_lock = threading.Lock()
         self.abort_cleaning_event = threading.Event()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment | str]] = []
         self._pending_roll_flush: int | None = None
         self._upper_bound_cache: tuple[int, int, int] | None = None  # offset, segment base, position
@@ -117,191 +135,42 @@ class Log:
         os.makedirs(self.dir, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms, self.name)
+        loaded = LogLoader(
+            self.dir, self.name, config, time_ms, self.leader_epoch_cache, self.producer_state
+        ).load(log_start_offset, recovery_point, had_clean_shutdown)
+        self._segments = loaded.segments
+        self._bases = [s.base_offset for s in loaded.segments]
+        self._log_start_offset = loaded.log_start_offset
+        self._leo = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self._hw = self._log_start_offset
         try:
-            self._load(log_start_offset, recovery_point, had_clean_shutdown)
+            if self._leo < self._log_start_offset:
+                log.warning(
+                    "%s: log end %d is below the log start %d; starting afresh there",
+                    self.name,
+                    self._leo,
+                    self._log_start_offset,
+                )
+                self._truncate_fully_locked(self._log_start_offset)
+            self.leader_epoch_cache.truncate_from_end(self._leo)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.active_segment.make_active()
         except BaseException:
-            # A log that cannot load (out of descriptors, say) must not keep the segments it opened.
+            # A log that cannot open (out of descriptors, say) must not keep the segments it opened.
             for segment in self._segments:
                 segment.close_handlers()
             raise
 
-    # --- loading and recovery ------------------------------------------------------------------------
-
     def _new_segment(self, base_offset: int, suffix: str = "", jitter: int = 0) -> LogSegment:
-        return LogSegment(
-            self.dir,
-            base_offset,
-            self.fmt,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            roll_jitter_ms=jitter,
-            time_ms=self._time_ms,
-            suffix=suffix,
+        return LogSegment.for_config(
+            self.dir, base_offset, self.config, self._time_ms, suffix=suffix, roll_jitter_ms=jitter
         )
 
-    def _load(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
-        self._remove_temp_files_and_complete_swaps()
-        rebuild: list[LogSegment] = []
-        for name in sorted(os.listdir(self.dir)):
-            if name.endswith(LOG_SUFFIX) and name[:-4].isdigit():
-                base = int(name[:-4])
-                missing_index = not all(
-                    os.path.exists(segment_path(self.dir, base, s)) for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-                )
-                segment = self._new_segment(base)
-                self._segments.append(segment)
-                if missing_index:
-                    rebuild.append(segment)
-                else:
-                    try:
-                        segment.sanity_check()
-                    except CorruptIndexError as e:
-                        log.warning("Rebuilding the indexes of %s: %s", segment.log_path, e)
-                        rebuild.append(segment)
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
-                prefix = name.split(".", 1)[0]
-                if prefix.isdigit() and not os.path.exists(os.path.join(self.dir, prefix + LOG_SUFFIX)):
-                    log.info("Deleting index %s without a log file", name)
-                    os.unlink(os.path.join(self.dir, name))
-        self._bases = [s.base_offset for s in self._segments]
-        if not self._segments:
-            self._add_segment(self._new_segment(log_start_offset))
-        for segment in rebuild:
-            segment.recover()
-
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        if had_clean_shutdown:
-            self._leo = self.active_segment.read_next_offset()
-            self._rebuild_producer_state(self._leo)
-            self.recovery_point = self._leo
-        else:
-            self._recover(recovery_point)
-            self.recovery_point = min(recovery_point, self._leo)
-        self._hw = self._log_start_offset
-        if self._leo < self._log_start_offset:
-            log.warning(
-                "%s: log end %d is below the log start %d; starting afresh there",
-                self.name,
-                self._leo,
-                self._log_start_offset,
-            )
-            self._truncate_fully_locked(self._log_start_offset)
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self.active_segment.make_active()
-
-    def _remove_temp_files_and_complete_swaps(self) -> None:
-        """Deletes `.deleted` and `.cleaned` files and finishes a compaction swap cut by a crash: a `.swap`
-        segment replaces the segments its offsets cover (Kafka's LogLoader)."""
-        swaps: list[int] = []
-        for name in os.listdir(self.dir):
-            path = os.path.join(self.dir, name)
-            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)) or name.endswith(".tmp"):
-                os.unlink(path)
-            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                swaps.append(int(name.split(".", 1)[0]))
-        for base in sorted(swaps):
-            swap = self._new_segment(base, suffix=SWAP_SUFFIX)
-            swap.recover()
-            end = swap.read_next_offset()
-            for name in os.listdir(self.dir):
-                prefix = name.split(".", 1)[0]
-                if name.endswith(LOG_SUFFIX) and prefix.isdigit() and base <= int(prefix) < end:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(segment_path(self.dir, int(prefix), suffix))
-            swap.change_file_suffixes(SWAP_SUFFIX, "")
-            swap.close()
-            log.info("Completed the interrupted swap of segment %d in %s", base, self.dir)
-        for name in os.listdir(self.dir):
-            if name.endswith(SWAP_SUFFIX):
-                os.unlink(os.path.join(self.dir, name))
-
-    def _recover(self, recovery_point: int) -> None:
-        """Scans every segment from the one holding the recovery point, truncating at the first invalid
-        batch and dropping the segments after it; producer state and transaction indexes are rebuilt."""
-        first = max(0, self._floor_index(recovery_point))
-        if first < len(self._segments):
-            self._rebuild_producer_state(self._segments[first].base_offset)
-        for i in range(first, len(self._segments)):
-            segment = self._segments[i]
-            self.producer_state.update_map_end_offset(segment.base_offset)
-            truncated = segment.recover(self.leader_epoch_cache, self._recover_batch_state)
-            self.producer_state.update_map_end_offset(segment.read_next_offset())
-            if truncated:
-                for later in self._segments[i + 1 :]:
-                    log.warning(
-                        "Deleting segment %s after the truncated %s", later.log_path, segment.log_path
-                    )
-                    later.delete()
-                del self._segments[i + 1 :]
-                break
-        self._bases = [s.base_offset for s in self._segments]
-        self._leo = self.active_segment.read_next_offset()
-        self._rebuild_producer_state(self._leo)
-
-    def _recover_batch_state(self, view: memoryview, pos: int, header: BatchHeader) -> AbortedTxn | None:
-        """Replays one batch into producer state during segment recovery; an abort yields its index entry."""
-        completed = self._replay_batch(view, pos, header)
-        self.producer_state.update_map_end_offset(header.last_offset + 1)
-        if completed is None:
-            return None
-        aborted = None
-        if completed.is_aborted:
-            lso = self.producer_state.last_stable_offset(completed)
-            aborted = AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, lso)
-        self.producer_state.complete_txn(completed)
-        return aborted
-
-    def _replay_batch(self, view: memoryview, pos: int, header: BatchHeader) -> CompletedTxn | None:
-        if header.producer_id < 0:
-            return None
-        info = self.producer_state.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
-        completed = self._stage_batch(info, view, pos, header, header.base_offset, header.max_timestamp)
-        self.producer_state.update(info)
-        return completed
-
-    def _stage_batch(
-        self,
-        info: ProducerAppendInfo,
-        view: memoryview,
-        pos: int,
-        header: BatchHeader,
-        first_offset: int,
-        max_timestamp: int,
-    ) -> CompletedTxn | None:
-        if header.is_control:
-            records = self.fmt.decode_records(view, pos)
-            if not records:
-                return None
-            is_abort, coordinator_epoch = parse_end_txn_marker(records[0])
-            return info.append_end_txn_marker(
-                header.producer_epoch, is_abort, coordinator_epoch, first_offset, records[0].timestamp
-            )
-        info.append_data_batch(header, first_offset, max_timestamp)
-        return None
-
     def _rebuild_producer_state(self, last_offset: int) -> None:
-        """Producer state at `last_offset`: the newest snapshot at or below it plus the batches after."""
-        psm = self.producer_state
-        psm.truncate_and_reload(self._log_start_offset, last_offset, self._time_ms())
-        start = max(psm.map_end_offset, self._log_start_offset)
-        if last_offset > start:
-            for segment in self._segments[max(0, self._floor_index(start)) :]:
-                if segment.base_offset >= last_offset:
-                    break
-                found = segment.translate_offset(start)
-                if found is None:
-                    continue
-                view = segment.view()
-                for pos, header in segment.batches(found.position):
-                    if header.base_offset >= last_offset:
-                        break
-                    completed = self._replay_batch(view, pos, header)
-                    if completed is not None:
-                        psm.complete_txn(completed)
-        psm.update_map_end_offset(last_offset)
-        psm.take_snapshot()
+        rebuild_producer_state(
+            self.producer_state, self._segments, self._log_start_offset, last_offset, self._time_ms()
+        )
 
     # --- segments ------------------------------------------------------------------------------------
 
@@ -419,10 +288,9 @@ class Log:
         return self._append(memoryview(records), AppendOrigin.REPLICATION, None)
 
     def _append(self, buf: memoryview, origin: AppendOrigin, leader_epoch: int | None) -> LogAppendInfo:
-        fmt = self.fmt
         now = self._time_ms()
         config = self.config
-        batches, valid_bytes = validate_batches(fmt, buf, config, origin, self.name, now)
+        batches, valid_bytes = LogValidator.validate_append(buf, config, origin, self.name, now)
         if not batches:
             return LogAppendInfo(self._leo, self._leo - 1, log_start_offset=self._log_start_offset)
         if valid_bytes < len(buf):
@@ -443,12 +311,12 @@ class Log:
             bases: list[int] = []
             placed: list[tuple[int, int, int]] = []
             max_ts, offset_of_max_ts, num_records, has_producer = -1, -1, 0, False
-            overhead = fmt.LOG_OVERHEAD
-            if assign:
+            overhead = record_batch.LOG_OVERHEAD
+            if leader_epoch is not None:
                 set_base, set_epoch, set_time = (
-                    fmt.set_base_offset,
-                    fmt.set_partition_leader_epoch,
-                    fmt.set_log_append_time,
+                    record_batch.set_base_offset,
+                    record_batch.set_partition_leader_epoch,
+                    record_batch.set_log_append_time,
                 )
                 for pos, header in batches:
                     set_base(buf, pos, offset)
@@ -498,7 +366,7 @@ class Log:
                     log_start_offset=self._log_start_offset,
                     duplicate=True,
                 )
-            if assign:
+            if leader_epoch is not None:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             else:
                 for _, header in batches:
@@ -555,7 +423,7 @@ class Log:
             info = infos.get(pid)
             if info is None:
                 info = infos[pid] = psm.prepare_update(pid, origin)
-            txn = self._stage_batch(info, buf, pos, header, base, ts)
+            txn = info.append_batch(buf, pos, header, base, ts)
             if txn is not None:
                 completed.append(txn)
         return infos, completed, None

@@ -37,7 +37,6 @@ from storage.cleaner import LogCleaner
 from storage.config import LogConfig
 from storage.errors import CorruptCheckpointError, KafkaStorageError, LogDirInUseError
 from storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, now_ms, parse_topic_partition
-from storage.record_format import RecordFormat
 from storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,6 @@ class LogManager:
         self,
         log_dirs: Sequence[str],
         default_config: LogConfig,
-        record_format: RecordFormat,
         *,
         topic_configs: Mapping[str, LogConfig] | None = None,
         recovery_threads_per_data_dir: int = 1,
@@ -83,7 +81,6 @@ class LogManager:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
-        self.fmt = record_format
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._time_ms = time_ms
@@ -179,7 +176,6 @@ class LogManager:
         return Log(
             path,
             self.config_for(topic),
-            self.fmt,
             log_start_offset=log_start_offset,
             recovery_point=recovery_point,
             had_clean_shutdown=clean,
@@ -220,7 +216,6 @@ class LogManager:
                 created = Log(
                     path,
                     self.config_for(topic),
-                    self.fmt,
                     had_clean_shutdown=True,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                     time_ms=self._time_ms,

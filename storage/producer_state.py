@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import crc32c
 
+from protocol import record_batch
+from protocol.record_batch import BatchHeader, Record
 from storage.checkpoints import write_atomically
 from storage.errors import (
     CorruptSnapshotError,
@@ -32,7 +34,6 @@ from storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from storage.record_format import BatchHeader, Record
 from storage.segment import SNAPSHOT_SUFFIX, filename_prefix
 
 log = logging.getLogger(__name__)
@@ -222,6 +223,22 @@ class ProducerAppendInfo:
                 "(current end sequence number)"
             )
 
+    def append_batch(
+        self, buf: memoryview, pos: int, header: BatchHeader, first_offset: int, max_timestamp: int
+    ) -> CompletedTxn | None:
+        """Stages the batch at `pos` of `buf`, placed at `first_offset`; a transaction marker returns the
+        transaction it completes (Kafka's ProducerAppendInfo.append)."""
+        if header.is_control:
+            records = record_batch.decode_records(buf, pos)
+            if not records:
+                return None
+            is_abort, coordinator_epoch = parse_end_txn_marker(records[0])
+            return self.append_end_txn_marker(
+                header.producer_epoch, is_abort, coordinator_epoch, first_offset, records[0].timestamp
+            )
+        self.append_data_batch(header, first_offset, max_timestamp)
+        return None
+
     def append_data_batch(self, header: BatchHeader, first_offset: int, max_timestamp: int) -> None:
         """Validates and stages a data batch whose offsets start at `first_offset`."""
         if self.origin is not AppendOrigin.REPLICATION:
@@ -294,6 +311,16 @@ class ProducerStateManager:
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
         return ProducerAppendInfo(producer_id, self.producers.get(producer_id), origin, self.partition)
+
+    def replay_batch(self, buf: memoryview, pos: int, header: BatchHeader) -> CompletedTxn | None:
+        """Applies a batch already in the log (loading, recovery, truncation); a transaction marker
+        returns the transaction it completes, for the caller to complete once indexed."""
+        if header.producer_id < 0:
+            return None
+        info = self.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
+        completed = info.append_batch(buf, pos, header, header.base_offset, header.max_timestamp)
+        self.update(info)
+        return completed
 
     def update(self, info: ProducerAppendInfo) -> None:
         entry = self.producers.get(info.producer_id)

@@ -17,10 +17,12 @@ import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from protocol import record_batch
+from protocol.record_batch import HEADER_SIZE, BatchHeader, CorruptRecordError
+from storage.config import LogConfig
 from storage.fetch import LogOffsetMetadata
 from storage.index import OffsetIndex, TimeIndex, TimestampOffset
 from storage.leader_epoch import LeaderEpochFileCache
-from storage.record_format import BatchHeader, RecordFormat
 from storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -71,7 +73,6 @@ class LogSegment:
         self,
         directory: str,
         base_offset: int,
-        fmt: RecordFormat,
         *,
         index_interval_bytes: int,
         max_index_size: int,
@@ -80,7 +81,6 @@ class LogSegment:
         suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
-        self.fmt = fmt
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
@@ -111,6 +111,28 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily from the time index
+
+    @classmethod
+    def for_config(
+        cls,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        time_ms: Callable[[], int],
+        *,
+        suffix: str = "",
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """A segment sized by the topic's index settings."""
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            time_ms=time_ms,
+            suffix=suffix,
+        )
 
     # --- state ---------------------------------------------------------------------------------------
 
@@ -153,7 +175,7 @@ class LogSegment:
     def first_batch_timestamp(self) -> int | None:
         """The first batch's max timestamp (what segment.ms and max.compaction.lag.ms measure from)."""
         if self._rolling_based_timestamp is None and self._size:
-            self._rolling_based_timestamp = self.fmt.read_header(self.view(), 0).max_timestamp
+            self._rolling_based_timestamp = record_batch.read_header(self.view(), 0).max_timestamp
         return self._rolling_based_timestamp
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
@@ -207,7 +229,7 @@ class LogSegment:
         """(position, header) of each complete batch in [start, end)."""
         if start >= self._size:
             return iter(())
-        return self.fmt.iter_headers(self.view(), start, self._size if end is None else end)
+        return record_batch.iter_headers(self.view(), start, self._size if end is None else end)
 
     def _drop_map(self) -> None:
         self._map = None
@@ -285,7 +307,7 @@ class LogSegment:
                 continue
             if header.timestamp_type == TIMESTAMP_TYPE_LOG_APPEND:
                 return TimestampOffset(header.max_timestamp, max(header.base_offset, starting_offset))
-            for record in self.fmt.decode_records(view, pos):
+            for record in record_batch.decode_records(view, pos):
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     return TimestampOffset(record.timestamp, record.offset)
         return None
@@ -317,7 +339,6 @@ class LogSegment:
         incomplete batch. `on_batch` replays each valid batch into producer state and returns the
         aborted-transaction entry its marker completes, which rebuilds the transaction index. Returns
         the number of bytes truncated."""
-        fmt = self.fmt
         self.offset_index.reset()
         self.time_index.reset()
         if on_batch is not None:
@@ -330,22 +351,22 @@ class LogSegment:
         reason = "incomplete batch"
         while valid < size:
             try:
-                if size - valid < fmt.HEADER_SIZE:
+                if size - valid < HEADER_SIZE:
                     break
-                header = fmt.read_header(view, valid)
-                if header.size < fmt.HEADER_SIZE:
-                    raise fmt.CorruptRecordError(f"batch length {header.batch_length} below the minimum")
+                header = record_batch.read_header(view, valid)
+                if header.size < HEADER_SIZE:
+                    raise CorruptRecordError(f"batch length {header.batch_length} below the minimum")
                 if valid + header.size > size:
                     break
-                if not fmt.crc_ok(view, valid, header):
-                    raise fmt.CorruptRecordError("CRC mismatch")
+                if not record_batch.crc_ok(view, valid, header):
+                    raise CorruptRecordError("CRC mismatch")
                 if header.base_offset < expected or header.last_offset < header.base_offset:
-                    raise fmt.CorruptRecordError(
+                    raise CorruptRecordError(
                         f"offsets [{header.base_offset}, {header.last_offset}] do not follow {expected - 1}"
                     )
                 if not self.can_convert_to_relative_offset(header.last_offset):
-                    raise fmt.CorruptRecordError(f"offset {header.last_offset} overflows the segment")
-            except fmt.CorruptRecordError as e:
+                    raise CorruptRecordError(f"offset {header.last_offset} overflows the segment")
+            except CorruptRecordError as e:
                 reason = str(e)
                 break
             if header.max_timestamp > max_ts.timestamp:

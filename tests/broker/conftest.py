@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol import record_batch
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 
@@ -15,7 +14,7 @@ from storage.log_manager import LogManager
 @pytest.fixture
 def logs(tmp_path: Path) -> Iterator[LogManager]:
     """A LogManager over one log dir in this test's tmp dir, shut down after the test."""
-    manager = LogManager([str(tmp_path / "logs")], LogConfig(), record_batch)
+    manager = LogManager([str(tmp_path / "logs")], LogConfig())
     try:
         yield manager
     finally:

@@ -125,8 +125,16 @@ async def test_file_regions_go_out_by_sendfile_in_order_even_when_the_socket_is_
     import os
     import socket
 
-    from network.send import FileRegion
     from protocol.messages import FetchResponse
+
+    class Region:
+        """A network.send.FileRegion (as storage.fetch.FetchDataInfo is)."""
+
+        def __init__(self, fd: int, position: int, length: int, records: memoryview) -> None:
+            self.fd, self.position, self.length, self.records = fd, position, length, records
+
+        def __len__(self) -> int:
+            return self.length
 
     data = os.urandom(6 << 20)
     segment = tmp_path / "00000000000000000000.log"
@@ -147,7 +155,7 @@ async def test_file_regions_go_out_by_sendfile_in_order_even_when_the_socket_is_
         connection.enqueue(r)
         connection.handled(r)
     for i, r in enumerate(requests):
-        region = FileRegion(fd, 4, len(data), lambda: view[4:])
+        region = Region(fd, 4, len(data), view[4:])
         partition = FetchResponse.PartitionData(partition_index=i, records=region)
         body = FetchResponse(
             responses=[FetchResponse.FetchableTopicResponse(topic="t", partitions=[partition])]

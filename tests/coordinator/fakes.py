@@ -19,8 +19,7 @@ class FakeOffsetsTopic:
     def __init__(self, directory: Path, partitions: int) -> None:
         config = LogConfig.from_props({"cleanup.policy": "compact"})
         self.logs = {
-            p: Log(str(directory / f"{GROUP_METADATA_TOPIC}-{p}"), config, record_batch)
-            for p in range(partitions)
+            p: Log(str(directory / f"{GROUP_METADATA_TOPIC}-{p}"), config) for p in range(partitions)
         }
         self.leading: set[int] = set()
         self.hold = False  # acks=-1 appends wait for release() (replication not done yet)

@@ -1,4 +1,4 @@
-"""Fixtures for storage tests: the real batch codec, a controllable clock, a log factory."""
+"""Fixtures for storage tests: a controllable clock and a log factory."""
 
 from __future__ import annotations
 
@@ -6,15 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from protocol import record_batch as rb
 from storage.config import LogConfig
 from storage.log import Log
 from tests.storage.helpers import Clock
-
-
-@pytest.fixture
-def fmt():
-    return rb
 
 
 @pytest.fixture
@@ -31,7 +25,7 @@ def make_log(tmp_path, clock) -> Callable[..., Log]:
     def make(props: dict | None = None, name: str = "topic-0", **kwargs) -> Log:
         config = LogConfig.from_props(props or {})
         kwargs.setdefault("time_ms", clock)
-        log = Log(str(tmp_path / name), config, rb, **kwargs)
+        log = Log(str(tmp_path / name), config, **kwargs)
         opened.append(log)
         return log
 

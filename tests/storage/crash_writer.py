@@ -34,7 +34,7 @@ def main() -> None:
     data_dir, seed = sys.argv[1], int(sys.argv[2])
     rnd = random.Random(seed)
     manager = LogManager(
-        [os.path.join(data_dir, "logs")], PLAIN, rb, topic_configs={"compact": COMPACT}, cleaner_backoff_ms=20
+        [os.path.join(data_dir, "logs")], PLAIN, topic_configs={"compact": COMPACT}, cleaner_backoff_ms=20
     )
     manager.start_cleaner()
     plain = manager.get_or_create_log("plain", 0)

@@ -48,7 +48,7 @@ def check_indexes(log):
 
 
 def verify(data_dir):
-    manager = LogManager([os.path.join(data_dir, "logs")], PLAIN, rb, topic_configs={"compact": COMPACT})
+    manager = LogManager([os.path.join(data_dir, "logs")], PLAIN, topic_configs={"compact": COMPACT})
     try:
         plain_acks, compact_acks = parse_acks(os.path.join(data_dir, "acks"))
         plain = manager.get_log("plain", 0)

@@ -7,7 +7,7 @@ import pytest
 from crc32c import crc32c
 
 from protocol import record_batch as rb
-from storage.append import validate_compressed_batches
+from protocol.errors import ErrorCode
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -18,6 +18,7 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
     UnsupportedCompressionTypeError,
 )
+from storage.log_validator import LogValidator
 from storage.producer_state import AppendOrigin
 from tests.storage.helpers import batch, read_all
 
@@ -76,7 +77,7 @@ def test_corrupt_batch_is_rejected(make_log):
     buf[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError) as e:
         log.append_as_leader(buf, leader_epoch=0)
-    assert e.value.error_name == "CORRUPT_MESSAGE"
+    assert e.value.error_code == ErrorCode.CORRUPT_MESSAGE
     bad_magic = batch(1)
     bad_magic[16] = 1
     with pytest.raises(CorruptRecordError):
@@ -89,7 +90,7 @@ def test_a_client_append_ending_in_a_partial_batch_is_refused_whole(make_log):
     for buf in (batch(1) + batch(1)[:30], batch(1)[:30], batch(2)[:-1]):
         with pytest.raises(CorruptRecordError, match="not a whole batch") as e:
             log.append_as_leader(bytearray(buf), leader_epoch=0)
-        assert e.value.error_name == "CORRUPT_MESSAGE"
+        assert e.value.error_code == ErrorCode.CORRUPT_MESSAGE
     assert log.log_end_offset == 0 and log.size == 0
 
 
@@ -97,11 +98,11 @@ def test_size_limits(make_log):
     log = make_log({"max.message.bytes": 200, "segment.bytes": 1000})
     with pytest.raises(MessageTooLargeError) as e:
         log.append_as_leader(batch(1, value_size=300), leader_epoch=0)
-    assert e.value.error_name == "MESSAGE_TOO_LARGE"
+    assert e.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
     many = b"".join(batch(1, value_size=100) for _ in range(10))
     with pytest.raises(RecordListTooLargeError) as e:
         log.append_as_leader(bytearray(many), leader_epoch=0)
-    assert e.value.error_name == "RECORD_LIST_TOO_LARGE"
+    assert e.value.error_code == ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 def test_client_batch_rules(make_log):
@@ -259,7 +260,7 @@ def test_flush_messages_policy_advances_recovery_point(make_log):
 
 def test_a_follower_append_ending_in_a_partial_batch_is_trimmed_and_logged_at_debug(make_log, caplog):
     log = make_log()
-    caplog.set_level("DEBUG", logger="storage.append")
+    caplog.set_level("DEBUG", logger="storage.log_validator")
     fetched = bytes(batch(1))
     log.append_as_follower(fetched + fetched[:30])  # a fetch cut at its byte limit
     assert log.log_end_offset == 1
@@ -278,23 +279,23 @@ def _recompressed(buf: bytearray, codec: int) -> bytearray:
 def test_compressed_client_batches_that_decode_into_their_records_pass(codec):
     records = [rb.Record(i, 0, b"k", b"v" * 300, []) for i in range(50)]
     buf = bytearray(rb.encode_batch(records, base_offset=0, compression=codec))
-    validate_compressed_batches(rb, memoryview(batch(2) + buf), "t-0")
+    LogValidator.validate_compressed(memoryview(batch(2) + buf), "t-0")
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
 def test_a_batch_with_a_codec_kafka_does_not_define_is_refused(codec):
     with pytest.raises(UnsupportedCompressionTypeError, match=f"codec id {codec}") as e:
-        validate_compressed_batches(rb, memoryview(batch(2) + _recompressed(batch(3), codec)), "t-0")
-    assert e.value.error_name == "UNSUPPORTED_COMPRESSION_TYPE"
+        LogValidator.validate_compressed(memoryview(batch(2) + _recompressed(batch(3), codec)), "t-0")
+    assert e.value.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 def test_a_compressed_flag_on_an_uncompressed_payload_is_refused():
     with pytest.raises(CorruptRecordError, match="Invalid compressed batch in the append to t-0") as e:
-        validate_compressed_batches(rb, memoryview(_recompressed(batch(3), 1)), "t-0")
-    assert e.value.error_name == "CORRUPT_MESSAGE"
+        LogValidator.validate_compressed(memoryview(_recompressed(batch(3), 1)), "t-0")
+    assert e.value.error_code == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_a_compressed_batch_failing_its_crc_is_left_to_the_append():
     buf = bytearray(rb.encode_batch([rb.Record(0, 0, None, b"v", [])], base_offset=0, compression=1))
     buf[-1] ^= 0xFF
-    validate_compressed_batches(rb, memoryview(buf), "t-0")
+    LogValidator.validate_compressed(memoryview(buf), "t-0")

@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from protocol import record_batch as rb
+from protocol.errors import ErrorCode
 from storage.checkpoints import OffsetCheckpointFile
 from storage.config import LogConfig
 from storage.errors import KafkaStorageError, LogDirInUseError
-from storage.log import Log
+from storage.log_loader import LogLoader
 from storage.log_manager import LogManager
 from tests.storage.helpers import batch, descriptors_limited, open_descriptors
 
@@ -20,7 +20,7 @@ def dirs(tmp_path):
 
 
 def manager(dirs, clock, **kwargs):
-    return LogManager(dirs, LogConfig.from_props({"segment.bytes": 1000}), rb, time_ms=clock, **kwargs)
+    return LogManager(dirs, LogConfig.from_props({"segment.bytes": 1000}), time_ms=clock, **kwargs)
 
 
 def test_new_partitions_go_to_the_dir_with_fewest(dirs, clock):
@@ -60,7 +60,7 @@ def test_clean_shutdown_writes_checkpoints_and_marker_and_restart_skips_recovery
     }
 
     scanned = []
-    monkeypatch.setattr(Log, "_recover", lambda self, rp: scanned.append(rp))
+    monkeypatch.setattr(LogLoader, "_recover", lambda self, start, rp: scanned.append(rp))
     lm2 = manager(dirs, clock)
     assert scanned == []
     again = lm2.get_log("orders", 0)
@@ -172,7 +172,7 @@ def test_a_log_that_cannot_be_created_leaves_nothing_behind(dirs, clock, spare):
     before = open_descriptors()
     with descriptors_limited(spare), pytest.raises(KafkaStorageError, match="Too many open files") as refused:
         lm.get_or_create_log("t", 0)
-    assert refused.value.error_name == "KAFKA_STORAGE_ERROR"
+    assert refused.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert open_descriptors() == before
     assert not os.path.exists(os.path.join(dirs[0], "t-0")) and lm.get_log("t", 0) is None
     assert lm.get_or_create_log("t", 0).log_end_offset == 0

@@ -1,11 +1,12 @@
 """Log reads: ranges for sendfile and memoryviews, bounds, segment boundaries, ListOffsets by time."""
 
-import os
 import socket
 
 import pytest
 
+from network.send import RegionSend
 from protocol import record_batch as rb
+from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRangeError
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from tests.storage.helpers import batch
@@ -44,17 +45,16 @@ def test_segment_boundaries(filled):
         assert filled.read(base, 1).fetch_offset_metadata.segment_base_offset == base
 
 
-def test_read_returns_a_range_for_sendfile(filled):
+def test_a_read_is_a_file_region_the_network_sends_as_is(filled):
     data = filled.read(10, 500)
-    fd, position, length = data.file_range
     a, b = socket.socketpair()
     try:
-        sent = os.sendfile(a.fileno(), fd, position, length)
-        received = b.recv(length, socket.MSG_WAITALL)
+        assert RegionSend(data).send_to(a.fileno())
+        received = b.recv(data.length, socket.MSG_WAITALL)
     finally:
         a.close()
         b.close()
-    assert sent == length and received == bytes(data.records)
+    assert len(data) == data.length > 0 and received == bytes(data.records)
     assert isinstance(data.records, memoryview) and data.records.readonly
 
 
@@ -78,7 +78,7 @@ def test_upper_bound_limits_the_read(filled):
 def test_out_of_range(filled):
     with pytest.raises(OffsetOutOfRangeError) as e:
         filled.read(101, 100)
-    assert e.value.error_name == "OFFSET_OUT_OF_RANGE"
+    assert e.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     at_end = filled.read(100, 100)
     assert at_end.length == 0
     assert at_end.fetch_offset_metadata == filled.log_end_offset_metadata

@@ -23,7 +23,7 @@ class LogModel(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="samsa-model-")
         self.path = f"{self.dir}/m-0"
         self.clock = Clock()
-        self.log = Log(self.path, CONFIG, rb, time_ms=self.clock)
+        self.log = Log(self.path, CONFIG, time_ms=self.clock)
         self.batches: list[tuple[int, list[bytes]]] = []  # (base offset, values)
         self.start = 0
         self.end = 0
@@ -81,7 +81,7 @@ class LogModel(RuleBasedStateMachine):
         else:
             self.log.close_handlers()  # a kill: nothing trimmed or snapshotted
         self.log = Log(
-            self.path, CONFIG, rb, time_ms=self.clock, log_start_offset=self.start, had_clean_shutdown=clean
+            self.path, CONFIG, time_ms=self.clock, log_start_offset=self.start, had_clean_shutdown=clean
         )
 
     @precondition(lambda self: self.end > self.start)

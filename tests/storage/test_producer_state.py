@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from protocol.errors import ErrorCode
 from storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -49,12 +50,12 @@ def test_sequence_gap_and_stale_epoch(make_log):
     produce(log, 0, n=3)
     with pytest.raises(OutOfOrderSequenceError) as e:
         produce(log, 5)
-    assert e.value.error_name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert e.value.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     produce(log, 3)
     produce(log, 0, epoch=1)  # new epoch restarts at 0
     with pytest.raises(InvalidProducerEpochError) as e:
         produce(log, 4, epoch=0)
-    assert e.value.error_name == "INVALID_PRODUCER_EPOCH"
+    assert e.value.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
     with pytest.raises(OutOfOrderSequenceError):
         produce(log, 7, epoch=2)  # a new epoch must start at 0
 

@@ -9,7 +9,7 @@ from tests.storage.helpers import Clock, batch
 
 def open_segment(tmp_path, base=0, interval=100, max_index=4096):
     return LogSegment(
-        str(tmp_path), base, rb, index_interval_bytes=interval, max_index_size=max_index, time_ms=Clock()
+        str(tmp_path), base, index_interval_bytes=interval, max_index_size=max_index, time_ms=Clock()
     )
 
 

@@ -55,7 +55,7 @@ def test_truncate_fully_and_start_at(make_log):
     info = log.append_as_leader(batch(1), leader_epoch=3)
     assert info.first_offset == 1000
     log.close()
-    again = type(log)(log.dir, log.config, log.fmt, log_start_offset=1000, had_clean_shutdown=True)
+    again = type(log)(log.dir, log.config, log_start_offset=1000, had_clean_shutdown=True)
     assert (again.log_start_offset, again.log_end_offset) == (1000, 1001)
     again.close()
 
