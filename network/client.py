@@ -5,10 +5,11 @@ One connection to one node. Requests may be pipelined; responses are matched to 
 correlation id (Kafka answers in order on a connection, which is checked). Any failure of the
 connection fails every request in flight with ``ConnectionError`` and the next request reconnects.
 
-Responses are received by a ``BufferedProtocol`` straight into a buffer of the frame's size (a large
-one from the client's ``FrameBuffers``), and decoded in place: the records of a replica fetcher's Fetch
-response reach the log as memoryviews of that buffer, copied by nobody between the socket and the
-segment file.
+Responses are cut out of the stream by a ``FrameReader`` under a ``BufferedProtocol``: small ones are
+received several to a read into its stage and copied out, a large one straight into a buffer of its
+own from the client's ``FrameBuffers``, and each is decoded in place: the records of a replica
+fetcher's large Fetch response reach the log as memoryviews of that buffer, copied by nobody between
+the socket and the segment file.
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ from typing import Any
 
 from network.frame_buffers import FrameBuffers
 from protocol.api import Api
-from protocol.frame import SIZE, decode_response, encode_request
+from protocol.frame import decode_response, encode_request
+from protocol.framing import BadFrameSize, Frame, FrameReader, NeedBuffer
 from protocol.messages import Message
 
 log = logging.getLogger(__name__)
 
-_SMALL_FRAME = 64 * 1024  # below this a response gets a bytearray of its own; above, a pooled mapping
-
 
 class _ResponseReader(asyncio.BufferedProtocol):
-    """Cuts the byte stream into response frames, each read into a buffer of its own size."""
+    """Cuts the byte stream into response frames."""
 
     def __init__(
         self,
@@ -42,34 +42,29 @@ class _ResponseReader(asyncio.BufferedProtocol):
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._frame_buffers = frame_buffers
-        self._size = bytearray(SIZE.size)
-        self._frame: bytearray | memoryview | None = None
-        self._filled = 0
+        self._reader = FrameReader()
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        target = self._size if self._frame is None else self._frame
-        return memoryview(target)[self._filled :]
+        return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._filled += nbytes
-        if self._frame is None:
-            if self._filled < SIZE.size:
+        reader = self._reader
+        reader.buffer_updated(nbytes)
+        while True:
+            event = reader.next_event()
+            if type(event) is Frame:
+                self._on_frame(self, event.data)
+            elif type(event) is NeedBuffer:
+                reader.receive_into(self._frame_buffers.take(event.size))
+            elif type(event) is BadFrameSize:
+                self._on_lost(self, ConnectionError(f"a response frame of {event.size} bytes"))
                 return
-            size = SIZE.unpack(self._size)[0]
-            if size < 0:
-                self._on_lost(self, ConnectionError(f"a response frame of {size} bytes"))
+            else:
                 return
-            frame = bytearray(size) if size < _SMALL_FRAME else self._frame_buffers.take(size)
-            self._frame, self._filled = frame, 0
-            if size:
-                return
-        if self._filled == len(self._frame):
-            frame, self._frame, self._filled = self._frame, None, 0
-            self._on_frame(self, frame)
 
     def eof_received(self) -> bool:
         return False  # the transport closes; connection_lost reports it

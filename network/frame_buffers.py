@@ -23,7 +23,8 @@ from __future__ import annotations
 import mmap
 import sys
 
-STAGE_SIZE = 64 * 1024
+from protocol.framing import STAGE_SIZE
+
 # Idle stages a processor keeps: enough for the connections that hand theirs back and take one again
 # read after read, few enough that closed connections' stages are mostly returned to the system.
 _IDLE_STAGES = 16

@@ -1,11 +1,12 @@
 """Processors and their connections: framing, request decoding, and responses in request order.
 
 A ``Processor`` owns a share of the broker's connections (the acceptor deals them out round-robin). Each
-``Connection`` reads small frames into a stage it borrows from the processor's ``StagingBuffers`` only
-while part of a frame waits in it, and a large frame straight into a buffer of its own (a large
-Produce is received into one writable buffer from the processor's ``FrameBuffers`` that later becomes
-the log append, with no intermediate copy) once the broker's ``MemoryPool`` (queued.max.request.bytes)
-has room for it, not reading meanwhile; it decodes the header and body, and queues the request.
+``Connection`` cuts its stream into frames with a ``FrameReader``: small frames are received into a
+stage it borrows from the processor's ``StagingBuffers`` only while part of a frame waits in it, and a
+large frame straight into a buffer of its own (a large Produce is received into one writable buffer
+from the processor's ``FrameBuffers`` that later becomes the log append, with no intermediate copy)
+once the broker's ``MemoryPool`` (queued.max.request.bytes) has room for it, not reading meanwhile; it
+decodes the header and body, and queues the request.
 Requests of one connection reach the handlers one at a time, in order (as Kafka mutes a channel while
 a request is in flight), but a handler may park its response (a long-poll Fetch, an acks=all Produce)
 and let the next request in; responses are still written in request order. Bad input is logged with
@@ -22,12 +23,13 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
+from network.frame_buffers import FrameBuffers, StagingBuffers
 from network.memory_pool import MemoryPool
 from network.request_channel import Request, RequestChannel
-from network.send import FileRegion
+from network.send import RegionSend
 from protocol.api import Api, ApiKey
 from protocol.frame import decode_request, encode_response, peek_request
+from protocol.framing import BadFrameSize, Frame, FrameReader, NeedBuffer
 from protocol.messages import Message
 from protocol.primitives import DecodeError, EncodeError
 
@@ -41,6 +43,8 @@ _MAX_PENDING_REQUESTS = 64
 # watch a transport's fd); the wakeup comes as late whatever its size, so it is kept small: the bytes
 # it copies are the only record bytes that do not leave by sendfile.
 _SLICE_WHEN_FULL = 1024
+# What a response's parts are when they are not file regions (network.send.FileRegion).
+_BUFFERS = (bytes, bytearray, memoryview)
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -54,11 +58,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
         self.closed = False
-        self._stage: memoryview | None = None  # held only while part of a frame waits in it
-        self._start = 0
-        self._end = 0
-        self._frame: memoryview | None = None  # a frame too large for the stage, being filled
-        self._frame_fill = 0
+        self.reader = FrameReader(processor.max_request_size, processor.stages)
         self._reserved = 0  # bytes of the processor's MemoryPool held for the frame being received
         self._awaiting_memory = False  # a large frame's header is staged; the pool has no room yet
         self._pending: deque[Request] = deque()  # every unanswered request, in arrival order
@@ -103,89 +103,43 @@ class Connection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return self._frame[self._frame_fill :]
-        stage = self._stage
-        if stage is None:
-            stage = self._stage = self.processor.stages.take()
-        elif self._end == STAGE_SIZE:
-            self._compact()
-        return stage[self._end :]
+        return self.reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        if self._frame is not None:
-            self._frame_fill += nbytes
-            if self._frame_fill == len(self._frame):
-                frame, self._frame = self._frame, None
-                self.processor.process_frame(self, frame)
-            return
-        self._end += nbytes
-        self._read_frames()
-
-    def eof_received(self) -> bool:
-        return False  # close our side too
-
-    # -- framing --------------------------------------------------------------------------------
-
-    def _compact(self) -> None:
-        assert self._stage is not None
-        n = self._end - self._start
-        self._stage[:n] = self._stage[self._start : self._end]
-        self._start, self._end = 0, n
-
-    def _read_frames(self) -> None:
-        max_size = self.processor.max_request_size
-        stage = self._stage
-        assert stage is not None
+        reader = self.reader
+        reader.buffer_updated(nbytes)
+        process_frame = self.processor.process_frame
         while not self.closed:
-            available = self._end - self._start
-            if available < 4:
-                break
-            size = int.from_bytes(stage[self._start : self._start + 4], "big", signed=True)
-            if size <= 0 or size > max_size:
-                self.processor.reject(
-                    self,
-                    f"request size {size} is outside 1..{max_size} (socket.request.max.bytes)",
-                )
-                return
-            begin = self._start + 4
-            if available - 4 >= size:
-                self._start = begin + size
-                # A copy: the stage is used again, and the log append patches batches in place.
-                self.processor.process_frame(self, bytearray(stage[begin : self._start]))
-            elif 4 + size <= STAGE_SIZE:
-                if self._start + 4 + size > STAGE_SIZE:
-                    self._compact()
-                break
-            else:
-                if self.processor.memory.reserve(self, size):
-                    self._receive_large_frame(size)
+            event = reader.next_event()
+            if type(event) is Frame:  # first and by identity: the one event of a busy connection
+                process_frame(self, event.data)
+            elif type(event) is NeedBuffer:
+                if self.processor.memory.reserve(self, event.size):
+                    self._receive_large_frame(event.size)
                 else:
                     self._awaiting_memory = True
                     self._update_reading()
                 return
-        if self._start == self._end:
-            self._give_back_stage()
+            elif type(event) is BadFrameSize:
+                self.processor.reject(
+                    self,
+                    f"request size {event.size} is outside 1..{event.max_size} (socket.request.max.bytes)",
+                )
+                return
+            else:
+                return
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    # -- large frames ---------------------------------------------------------------------------
 
     def _receive_large_frame(self, size: int) -> None:
-        """Moves what the stage holds of the frame at ``_start`` (``size`` bytes, reserved) into a
-        buffer of exactly its size, which receives the rest."""
-        stage = self._stage
-        assert stage is not None
+        """The frame the reader announced (``size`` bytes, reserved) is received into a buffer of its
+        own, which later becomes the request's (and a Produce's log append)."""
         self._reserved = size
-        frame = self.processor.frame_buffers.take(size)
-        begin = self._start + 4
-        have = self._end - begin
-        frame[:have] = stage[begin : self._end]
-        self._frame, self._frame_fill = frame, have
-        self._give_back_stage()
-
-    def _give_back_stage(self) -> None:
-        self._start = self._end = 0
-        if self._stage is not None:
-            self.processor.stages.give_back(self._stage)
-            self._stage = None
+        self.reader.receive_into(self.processor.frame_buffers.take(size))
 
     def memory_granted(self, size: int) -> None:
         """The MemoryPool has reserved ``size`` bytes for the frame this connection waits to receive."""
@@ -204,8 +158,7 @@ class Connection(asyncio.BufferedProtocol):
         reserved = self._reserved + sum(request.reserved for request in self._backlog)
         self._reserved = 0
         self._backlog.clear()
-        self._frame = None
-        self._give_back_stage()
+        self.reader.close()
         if reserved:
             memory.release(reserved)
 
@@ -272,18 +225,20 @@ class Connection(asyncio.BufferedProtocol):
         if transport is None or self.closed:
             return
         while out:
-            if not isinstance(out[0], FileRegion):
+            if isinstance(out[0], _BUFFERS):
                 batch = []
-                while out and not isinstance(out[0], FileRegion):
+                while out and isinstance(out[0], _BUFFERS):
                     batch.append(out.popleft())
                 transport.writelines(batch)
                 continue
             if transport.get_write_buffer_size():
                 self._wait_for_drain()
                 return
-            region: FileRegion = out[0]
+            send = out[0]
+            if not isinstance(send, RegionSend):
+                send = out[0] = RegionSend(send)
             try:
-                if region.send_to(self._socket_fd):
+                if send.send_to(self._socket_fd):
                     out.popleft()
                     continue
             except OSError as e:
@@ -291,8 +246,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.close()
                 return
             # The socket is full: keep it busy with a slice through the transport, then resume sendfile.
-            transport.write(region.take_slice(_SLICE_WHEN_FULL))
-            if not region.remaining:
+            transport.write(send.take_slice(_SLICE_WHEN_FULL))
+            if not send.remaining:
                 out.popleft()
 
     def _wait_for_drain(self) -> None:
@@ -323,7 +278,7 @@ class Connection(asyncio.BufferedProtocol):
         """Part of a frame has arrived and nothing since ``deadline``, though this connection was not
         held back by the broker (waiting for memory, or too many requests unanswered)."""
         return (
-            (self._frame is not None or self._end > self._start)
+            self.reader.partial
             and self.last_active < deadline
             and not self._awaiting_memory
             and len(self._pending) < _MAX_PENDING_REQUESTS

@@ -1,7 +1,8 @@
-"""Framing: the int32 size prefix, and request/response headers around a message body.
+"""Request and response headers around a message body, in frames.
 
 A frame is ``int32 size`` followed by ``size`` bytes of header and body. The functions here take a frame
-*without* its size prefix (the network layer strips it) and produce frames *with* it.
+*without* its size prefix (``protocol.framing`` cuts frames out of a stream and strips it) and produce
+frames *with* it.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import struct
 from typing import Any
 
 from protocol.api import Api
+from protocol.framing import SIZE
 from protocol.messages import Message, RequestHeader, ResponseHeader
 from protocol.primitives import DecodeError
 
-SIZE = struct.Struct(">i")
 _REQUEST_PREFIX = struct.Struct(">hhi")
 _RESPONSE_V0 = struct.Struct(">ii")
 
@@ -25,12 +26,12 @@ def peek_request(frame: Any) -> tuple[int, int, int]:
     return _REQUEST_PREFIX.unpack_from(frame, 0)
 
 
-def decode_request_header(frame: Any, api: Api, version: int) -> tuple[Message, int]:
+def decode_request_header(frame: Any, api: Api, version: int) -> tuple[RequestHeader, int]:
     """The request header (v0, v1 or v2 as the API version requires) and where the body starts."""
     return RequestHeader.decode_from(frame, api.request_header_version(version))
 
 
-def decode_request(frame: Any, api: Api, version: int) -> tuple[Message, Message]:
+def decode_request(frame: Any, api: Api, version: int) -> tuple[RequestHeader, Message]:
     """(header, body) of a request frame; raises DecodeError if either does not parse."""
     header, pos = decode_request_header(frame, api, version)
     body, _ = api.request.decode_from(frame, version, pos)

@@ -203,8 +203,12 @@ class RawClient:
         return correlation_id
 
     def read_frame(self) -> bytes:
-        size = int.from_bytes(self._read_exactly(4), "big")
-        return self._read_exactly(size)
+        from protocol import framing
+
+        try:
+            return bytes(framing.read_frame(self.sock.recv_into))
+        except ConnectionError:
+            raise ConnectionError("the broker closed the connection") from None
 
     def receive(self, api_key: int, version: int) -> tuple[int, object]:
         from protocol.api import api
@@ -217,16 +221,6 @@ class RawClient:
         received_id, response = self.receive(api_key, version)
         assert received_id == correlation_id
         return response
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks, remaining = [], n
-        while remaining:
-            chunk = self.sock.recv(min(remaining, 1 << 20))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
         """True if the broker closes the connection (EOF or reset) within ``timeout``."""

@@ -11,19 +11,9 @@ import socket
 import sys
 
 from protocol.api import ApiKey, api
-from protocol.frame import SIZE, decode_response, encode_request
-from protocol.messages import ApiVersionsRequest
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks, remaining = [], n
-    while remaining:
-        chunk = sock.recv(remaining)
-        if not chunk:
-            raise ConnectionError("connection closed")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+from protocol.frame import decode_response, encode_request
+from protocol.framing import read_frame
+from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 
 def answers_api_versions(host: str, port: int, timeout: float = 2.0) -> bool:
@@ -34,11 +24,11 @@ def answers_api_versions(host: str, port: int, timeout: float = 2.0) -> bool:
         with socket.create_connection((host, port), timeout) as sock:
             sock.settimeout(timeout)
             sock.sendall(encode_request(api_versions, 0, 1, "samsa-probe", ApiVersionsRequest()))
-            size = SIZE.unpack(_read_exactly(sock, 4))[0]
-            correlation_id, body = decode_response(_read_exactly(sock, size), api_versions, 0)
+            frame = read_frame(sock.recv_into)
+            correlation_id, body = decode_response(frame, api_versions, 0)
     except (OSError, ValueError):
         return False
-    return correlation_id == 1 and body.error_code == 0
+    return correlation_id == 1 and isinstance(body, ApiVersionsResponse) and body.error_code == 0
 
 
 def main(argv: list[str]) -> int:

@@ -181,12 +181,12 @@ async def test_a_connection_that_closes_while_waiting_gives_up_its_place() -> No
 async def test_a_stage_is_held_only_while_part_of_a_frame_waits_in_it() -> None:
     processor = _processor(MemoryPool(-1), RequestChannel(100))
     connection, transport = _connect(processor)
-    assert connection._stage is None  # an idle connection holds no buffer
+    assert processor.stages.idle == 0  # an idle connection holds no buffer (and has taken none)
     frame = _frame(1, 100)
     _feed(connection, frame[:10], transport)
-    assert connection._stage is not None and processor.stages.idle == 0
+    assert connection.reader.partial and processor.stages.idle == 0
     _feed(connection, frame[10:], transport)
-    assert connection._stage is None and processor.stages.idle == 1
+    assert not connection.reader.partial and processor.stages.idle == 1
     _feed(connection, frame[:10], transport)
     assert processor.stages.idle == 0  # the same stage, taken again
     connection.connection_lost(None)

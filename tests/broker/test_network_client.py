@@ -11,7 +11,8 @@ import pytest
 
 from network.client import NetworkClient
 from protocol.api import ApiKey, api
-from protocol.frame import SIZE, encode_response, peek_request
+from protocol.frame import encode_response, peek_request
+from protocol.framing import SIZE
 from protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_VERSIONS = api(ApiKey.API_VERSIONS)
