@@ -13,7 +13,7 @@ DEBS   := zookeeper kcat docker-compose iproute2 iptables strace
 FULL   ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench setup sysdeps clientdeps clean
+.PHONY: run test lint stubs bench setup sysdeps clientdeps clean
 
 # A local cluster until Ctrl-C: ZooKeeper, CONTROLLERS controllers and BROKERS brokers on ports PORT,
 # PORT+1, ...; configs, logs and data in .run/, kept across runs. E.g. `make run BROKERS=1 PORT=19092`.
@@ -29,8 +29,16 @@ run: setup
 test: setup clientdeps
 	$(PY) -m pytest $(if $(FULL),--full) $(PYTEST_ARGS)
 
+# ruff, then mypy over the source packages ([tool.mypy] in pyproject.toml says which and how), against a
+# protocol/messages.pyi that must match the schemas.
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
+	$(PY) -m protocol.stubgen --check
+	$(VENV)/bin/mypy
+
+# protocol/messages.pyi (the message classes' types) from protocol/schemas; run after changing a schema.
+stubs: $(VENV)/.installed
+	$(PY) -m protocol.stubgen
 
 # Samsa next to Tansu with the shared load generator (../shared/bench/run-bench), one broker each; with
 # CLUSTER=1 also 3 Samsa brokers at replication factor 3. QUICK=1 for a smoke run, REPS=N, WORKLOADS=a,b;

@@ -17,7 +17,7 @@ from broker.controller_channel import ControllerChannel
 from broker.partition import Partition
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import AlterPartitionRequest, Message
+from protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -103,11 +103,11 @@ class AlterPartitionManager:
             ],
         )
 
-    def _apply(self, batch: dict[tuple[str, int], Partition], response: Message) -> None:
+    def _apply(self, batch: dict[tuple[str, int], Partition], response: AlterPartitionResponse) -> None:
         if response.error_code != ErrorCode.NONE:
             log.warning("AlterPartition refused as a whole: %s", ErrorCode(response.error_code).name)
-            for partition in batch.values():
-                partition.pending_isr = None
+            for refused in batch.values():
+                refused.pending_isr = None
             return
         answered = set()
         for topic in response.topics:

@@ -14,37 +14,50 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from broker.metadata_cache import MetadataCache
-from broker.partition import READ_COMMITTED, storage_error
+from broker.partition import READ_COMMITTED
 from broker.refusals import log_partition_refusals, log_refusal
-from broker.replica_manager import FetchParams, FetchPartitionRequest, ReplicaManager
-from network.handler_pool import Parked
+from broker.replica_manager import (
+    METADATA_UPDATE,
+    FetchParams,
+    FetchPartitionRequest,
+    FetchResults,
+    ProduceResults,
+    ReplicaManager,
+)
+from network.handler_pool import Parked, park
 from network.request_channel import Request
-from network.send import FileRegion
 from protocol import record_batch
 from protocol.api import Api, ApiKey, api
 from protocol.api_versions import ADVERTISED_MINIMUM, ADVERTISED_VERSIONS
 from protocol.compression import ZSTD
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
+    ApiVersionsRequest,
     ApiVersionsResponse,
     DescribeClusterResponse,
+    FetchRequest,
     FetchResponse,
     LeaderAndIsrResponse,
+    ListOffsetsRequest,
     ListOffsetsResponse,
     Message,
+    MetadataRequest,
     MetadataResponse,
+    OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    ProduceRequest,
     ProduceResponse,
     StopReplicaResponse,
     UpdateMetadataResponse,
 )
 from protocol.topic import INTERNAL_TOPICS, is_internal, topic_name_error
-from storage.append import validate_compressed_batches
 from storage.errors import StorageError
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from storage.log_validator import LogValidator
 
 log = logging.getLogger(__name__)
 
@@ -62,37 +75,17 @@ def _batches_use_zstd(records: Any) -> bool:
     return any(h.compression == ZSTD for _, h in record_batch.iter_headers(records))
 
 
-def _codecs(records: Any) -> set[int]:
-    """The compression codec ids of a produce's batches (none when their framing is broken, which the
-    append refuses with its own message)."""
-    try:
-        return {h.compression for _, h in record_batch.iter_headers(records)}
-    except record_batch.CorruptRecordError:
-        return set()
-
-
 def _validate_compressed(
     entries: list[tuple[str, int, Any]],
 ) -> dict[tuple[str, int], tuple[int, str | None]]:
     """The partitions whose compressed batches the log validator refuses, with the error for each."""
-    refused = {}
+    refused: dict[tuple[str, int], tuple[int, str | None]] = {}
     for topic, partition, records in entries:
         try:
-            validate_compressed_batches(record_batch, records, f"{topic}-{partition}")
+            LogValidator.validate_compressed(records, f"{topic}-{partition}")
         except StorageError as e:
-            error = storage_error(e)
-            refused[(topic, partition)] = (error.code, error.message)
+            refused[(topic, partition)] = (e.error_code, str(e))
     return refused
-
-
-def _batches_have_old_magic(records: Any) -> bool:
-    # The magic byte sits at offset 16 of every batch (v0/v1 message sets included).
-    pos, n = 0, len(records)
-    while pos + 17 <= n:
-        if records[pos + 16] != record_batch.MAGIC:
-            return True
-        pos += 12 + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
-    return False
 
 
 class KafkaApis:
@@ -147,7 +140,7 @@ class KafkaApis:
 
     # -- ApiVersions ------------------------------------------------------------------------------
 
-    async def handle_api_versions(self, request: Request) -> Message:
+    async def handle_api_versions(self, request: Request) -> ApiVersionsResponse:
         if request.body is None:
             log.info(
                 "ApiVersions v%d from %s is newer than this broker's; answering UNSUPPORTED_VERSION in v0",
@@ -164,7 +157,7 @@ class KafkaApis:
                 ],
             )
         if request.version >= 3:
-            body = request.body
+            body: ApiVersionsRequest = request.body
             for value in (body.client_software_name, body.client_software_version):
                 if not _SOFTWARE_NAME.match(value or ""):
                     log.debug(
@@ -177,13 +170,13 @@ class KafkaApis:
 
     # -- Metadata ---------------------------------------------------------------------------------
 
-    def _broker_list(self, listener: str) -> list[Message]:
+    def _broker_list(self, listener: str) -> list[MetadataResponse.MetadataResponseBroker]:
         return [
             MetadataResponse.MetadataResponseBroker(node_id=b.id, host=e.host, port=e.port, rack=b.rack)
             for b, e in self.metadata_cache.alive_endpoints(listener)
         ]
 
-    def _topic_metadata(self, name: str) -> Message:
+    def _topic_metadata(self, name: str) -> MetadataResponse.MetadataResponseTopic:
         cache = self.metadata_cache
         partitions = []
         for p in sorted(cache.partitions(name).values(), key=lambda p: p.partition):
@@ -208,8 +201,8 @@ class KafkaApis:
             topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
 
-    async def handle_metadata(self, request: Request) -> Message:
-        body = request.body
+    async def handle_metadata(self, request: Request) -> MetadataResponse:
+        body: MetadataRequest = request.body
         requested = body.topics
         if requested is not None and not requested and request.version == 0:
             requested = None  # in v0 an empty list means every topic
@@ -218,7 +211,7 @@ class KafkaApis:
         names = self.metadata_cache.topic_names() if requested is None else [t.name for t in requested]
         topics = []
         for name in names:
-            if self.metadata_cache.contains(name):
+            if name is not None and self.metadata_cache.contains(name):
                 topics.append(self._topic_metadata(name))
                 continue
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -226,7 +219,12 @@ class KafkaApis:
             if name_error:
                 error = ErrorCode.INVALID_TOPIC_EXCEPTION
                 log_refusal(request, error, f"topic {name!r}: {name_error}")
-            elif allow_auto_create and self._auto_create_topic is not None and name not in INTERNAL_TOPICS:
+            elif (
+                name is not None  # (None has a name_error: this only tells the type checker)
+                and allow_auto_create
+                and self._auto_create_topic is not None
+                and name not in INTERNAL_TOPICS
+            ):
                 try:
                     await self._auto_create_topic(name)
                     error = ErrorCode.LEADER_NOT_AVAILABLE  # the client retries until leaders are elected
@@ -236,7 +234,7 @@ class KafkaApis:
                 MetadataResponse.MetadataResponseTopic(
                     error_code=error,
                     name=name,
-                    is_internal=bool(name) and is_internal(name),
+                    is_internal=name is not None and is_internal(name),
                     partitions=[],
                     topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                 )
@@ -253,7 +251,7 @@ class KafkaApis:
 
     # -- DescribeCluster --------------------------------------------------------------------------
 
-    async def handle_describe_cluster(self, request: Request) -> Message:
+    async def handle_describe_cluster(self, request: Request) -> DescribeClusterResponse:
         return DescribeClusterResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,
@@ -272,7 +270,8 @@ class KafkaApis:
     # -- Produce ----------------------------------------------------------------------------------
 
     async def handle_produce(self, request: Request) -> Message | Parked | None:
-        body, version = request.body, request.version
+        body: ProduceRequest = request.body
+        version = request.version
         acks = body.acks
         errors: dict[tuple[str, int], tuple[int, str | None]] = {}
         entries = []
@@ -283,23 +282,18 @@ class KafkaApis:
                 records = p.records
                 if acks not in (-1, 0, 1):
                     errors[tp] = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
-                elif is_internal(topic.name):
-                    errors[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name} is internal")
-                elif records is None or len(records) == 0:
+                    continue
+                try:
+                    has_compressed = LogValidator.validate_produce(topic.name, records, version)
+                except StorageError as e:
+                    errors[tp] = (e.error_code, str(e))
+                    continue
+                if records is None or len(records) == 0:
                     errors[tp] = (ErrorCode.NONE, None)
-                elif _batches_have_old_magic(records):
-                    errors[tp] = (
-                        ErrorCode.INVALID_RECORD,
-                        f"Produce v{version} takes record batches of magic 2 only",
-                    )
-                else:
-                    codecs = _codecs(records)
-                    if version < 7 and ZSTD in codecs:
-                        errors[tp] = (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7+")
-                        continue
-                    entries.append((topic.name, p.index, records))
-                    if any(codecs):  # a codec other than 0, none
-                        compressed.append((topic.name, p.index, records))
+                    continue
+                entries.append((topic.name, p.index, records))
+                if has_compressed:
+                    compressed.append((topic.name, p.index, records))
         if compressed:
             # Decompressing is CPU work the event loop must not wait for (the GIL is released in it).
             refused = await asyncio.get_running_loop().run_in_executor(None, _validate_compressed, compressed)
@@ -320,12 +314,11 @@ class KafkaApis:
             [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
             + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
         )
-        if acks == -1 and any(r.error == ErrorCode.NONE for r in results.values()):
-            waiting = self.replica_manager.wait_for_acks(results, body.timeout_ms)
-            if not isinstance(waiting, dict):
-                # Parked: waiting for the followers must not hold a handler worker.
-                return asyncio.ensure_future(self._produce_response_when_done(body, errors, waiting))
-            results = waiting
+        if acks == -1:
+            return park(
+                self.replica_manager.wait_for_acks(results, body.timeout_ms),
+                partial(self._produce_response, body, errors),
+            )
         if acks == 0:
             failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
                 tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
@@ -337,15 +330,10 @@ class KafkaApis:
             return None
         return self._produce_response(body, errors, results)
 
-    async def _produce_response_when_done(
-        self, body: Message, errors: dict[tuple[str, int], tuple[int, str | None]], waiting: Awaitable[Any]
-    ) -> Message:
-        return self._produce_response(body, errors, await waiting)
-
     @staticmethod
     def _produce_response(
-        body: Message, errors: dict[tuple[str, int], tuple[int, str | None]], results: dict[Any, Any]
-    ) -> Message:
+        body: ProduceRequest, errors: dict[tuple[str, int], tuple[int, str | None]], results: ProduceResults
+    ) -> ProduceResponse:
         responses = []
         for topic in body.topic_data:
             partitions = []
@@ -380,8 +368,9 @@ class KafkaApis:
 
     # -- Fetch ------------------------------------------------------------------------------------
 
-    async def handle_fetch(self, request: Request) -> Message | Parked:
-        body, version = request.body, request.version
+    async def handle_fetch(self, request: Request) -> Message | Parked | None:
+        body: FetchRequest = request.body
+        version = request.version
         if version >= 7 and body.session_id != 0:
             # Samsa hands out no incremental fetch sessions (KIP-227 allows that: every fetch is full).
             return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
@@ -405,19 +394,15 @@ class KafkaApis:
             for topic in body.topics
             for p in topic.partitions
         ]
-        pending = self.replica_manager.fetch_messages(params, requests)
-        if not isinstance(pending, dict):
-            # Parked: a long poll must not hold a handler worker.
-            return asyncio.ensure_future(self._fetch_response_when_done(body, version, params, pending))
-        return self._fetch_response(body, version, params, pending)
-
-    async def _fetch_response_when_done(
-        self, body: Message, version: int, params: FetchParams, pending: Awaitable[Any]
-    ) -> Message:
-        return self._fetch_response(body, version, params, await pending)
+        return park(
+            self.replica_manager.fetch_messages(params, requests),
+            partial(self._fetch_response, body, version, params),
+        )
 
     @staticmethod
-    def _fetch_response(body: Message, version: int, params: FetchParams, results: dict[Any, Any]) -> Message:
+    def _fetch_response(
+        body: FetchRequest, version: int, params: FetchParams, results: FetchResults
+    ) -> Message:
         responses = []
         for topic in body.topics:
             partitions = []
@@ -430,9 +415,7 @@ class KafkaApis:
                     if version < 10 and _batches_use_zstd(info.records):
                         error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                     else:
-                        records = FileRegion(
-                            info.fd, info.position, info.length, lambda info=info: info.records
-                        )
+                        records = info  # a file region: the connection sends it by sendfile
                 aborted = None
                 if r.aborted is not None:
                     aborted = [
@@ -463,7 +446,9 @@ class KafkaApis:
 
     # -- ListOffsets ------------------------------------------------------------------------------
 
-    def _list_offset(self, body: Message, topic: str, p: Message) -> Message:
+    def _list_offset(
+        self, body: ListOffsetsRequest, topic: str, p: ListOffsetsRequest.ListOffsetsPartition
+    ) -> ListOffsetsResponse.ListOffsetsPartitionResponse:
         response = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=p.partition_index)
         try:
             partition = self.replica_manager.leader_partition(topic, p.partition_index)
@@ -490,8 +475,8 @@ class KafkaApis:
         response.old_style_offsets = [found_offset] if found_offset >= 0 else []
         return response
 
-    async def handle_list_offsets(self, request: Request) -> Message:
-        body = request.body
+    async def handle_list_offsets(self, request: Request) -> ListOffsetsResponse:
+        body: ListOffsetsRequest = request.body
         return ListOffsetsResponse(
             throttle_time_ms=0,
             topics=[
@@ -504,7 +489,9 @@ class KafkaApis:
 
     # -- OffsetForLeaderEpoch ----------------------------------------------------------------------
 
-    def _epoch_end_offset(self, topic: str, p: Message) -> Message:
+    def _epoch_end_offset(
+        self, topic: str, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition
+    ) -> OffsetForLeaderEpochResponse.EpochEndOffset:
         result = OffsetForLeaderEpochResponse.EpochEndOffset(partition=p.partition)
         try:
             result.leader_epoch, result.end_offset = self.replica_manager.last_offset_for_leader_epoch(
@@ -514,16 +501,17 @@ class KafkaApis:
             result.error_code, result.leader_epoch, result.end_offset = e.code, -1, -1
         return result
 
-    async def handle_offset_for_leader_epoch(self, request: Request) -> Message:
+    async def handle_offset_for_leader_epoch(self, request: Request) -> OffsetForLeaderEpochResponse:
         """Where a leader epoch ends on this leader: followers truncate to it (KIP-101, KIP-279), and
         consumers check they did not read past a truncation (KIP-320)."""
+        body: OffsetForLeaderEpochRequest = request.body
         return OffsetForLeaderEpochResponse(
             throttle_time_ms=0,
             topics=[
                 OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
                     topic=t.topic, partitions=[self._epoch_end_offset(t.topic, p) for p in t.partitions]
                 )
-                for t in request.body.topics
+                for t in body.topics
             ],
         )
 
@@ -542,7 +530,7 @@ class KafkaApis:
             return None
         return refusal.error
 
-    async def handle_leader_and_isr(self, request: Request) -> Message | None:
+    async def handle_leader_and_isr(self, request: Request) -> LeaderAndIsrResponse | None:
         fenced = await self._fenced(request)
         if fenced is None:
             return None
@@ -559,7 +547,7 @@ class KafkaApis:
                     for (t, p), code in errors.items()
                 ],
             )
-        by_topic: dict[str, list[Message]] = {}
+        by_topic: dict[str, list[LeaderAndIsrResponse.LeaderAndIsrPartitionError]] = {}
         for (t, p), code in errors.items():
             by_topic.setdefault(t, []).append(
                 LeaderAndIsrResponse.LeaderAndIsrPartitionError(partition_index=p, error_code=code)
@@ -572,7 +560,7 @@ class KafkaApis:
             ],
         )
 
-    async def handle_update_metadata(self, request: Request) -> Message | None:
+    async def handle_update_metadata(self, request: Request) -> UpdateMetadataResponse | None:
         fenced = await self._fenced(request)
         if fenced is None:
             return None
@@ -580,9 +568,10 @@ class KafkaApis:
             for tp in self.metadata_cache.update(request.body, request.version):
                 self.replica_manager.fetch_purgatory.check(tp)
                 self.replica_manager.produce_purgatory.check(tp)
+            self.replica_manager.elect_leader_purgatory.check(METADATA_UPDATE)
         return UpdateMetadataResponse(error_code=fenced)
 
-    async def handle_stop_replica(self, request: Request) -> Message | None:
+    async def handle_stop_replica(self, request: Request) -> StopReplicaResponse | None:
         fenced = await self._fenced(request)
         if fenced is None:
             return None

@@ -21,10 +21,10 @@ from broker.partition import Partition, storage_error
 from network.client import NetworkClient
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode, KafkaError
-from protocol.messages import FetchRequest, ListOffsetsRequest, Message, OffsetForLeaderEpochRequest
+from protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from server_common.tasks import cancel_and_wait
 from storage.errors import StorageError
-from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,12 @@ class _PartitionState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+
+    @property
+    def log(self) -> Log:
+        lg = self.partition.log
+        assert lg is not None  # a followed partition has its log: make_follower set it before adding it
+        return lg
 
 
 def _by_topic(states: list[_PartitionState]) -> dict[str, list[_PartitionState]]:
@@ -130,15 +136,15 @@ class ReplicaFetcher:
 
     async def _truncate(self) -> None:
         states = self._ready(truncating=True)
-        asking = []
+        asking: dict[str, list[tuple[_PartitionState, int]]] = {}  # by topic, with the latest epoch
         for state in states:
-            lg = state.partition.log
-            assert lg is not None
-            if lg.latest_epoch is None:
+            lg = state.log
+            latest_epoch = lg.latest_epoch
+            if latest_epoch is None:
                 # No epochs (an empty or pre-epoch log): only data above the high watermark is doubtful.
                 self._truncate_to(state, lg.high_watermark)
             else:
-                asking.append(state)
+                asking.setdefault(state.partition.topic, []).append((state, latest_epoch))
         if not asking:
             return
         request = OffsetForLeaderEpochRequest(
@@ -150,25 +156,24 @@ class ReplicaFetcher:
                         OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
                             partition=s.partition.partition,
                             current_leader_epoch=s.leader_epoch,
-                            leader_epoch=s.partition.log.latest_epoch,
+                            leader_epoch=latest_epoch,
                         )
-                        for s in group
+                        for s, latest_epoch in group
                     ],
                 )
-                for topic, group in _by_topic(asking).items()
+                for topic, group in asking.items()
             ],
         )
         response = await self._client.send(api(ApiKey.OFFSET_FOR_LEADER_EPOCH), _EPOCH_VERSION, request)
         for topic in response.topics:
             for p in topic.partitions:
-                state = self._partitions.get((topic.topic, p.partition))
-                if state is None or not state.truncating:
+                found = self._partitions.get((topic.topic, p.partition))
+                if found is None or not found.truncating:
                     continue
                 if p.error_code != ErrorCode.NONE:
-                    self._delay(state, ErrorCode(p.error_code).name)
+                    self._delay(found, ErrorCode(p.error_code).name)
                     continue
-                lg = state.partition.log
-                assert lg is not None
+                lg = found.log
                 if p.end_offset < 0:
                     target = lg.high_watermark
                 elif p.leader_epoch == lg.latest_epoch:
@@ -177,7 +182,7 @@ class ReplicaFetcher:
                     # The leader lacks our latest epoch: keep what we hold of the epoch it knows.
                     _, own_end = lg.end_offset_for_epoch(p.leader_epoch)
                     target = min(p.end_offset, own_end if own_end >= 0 else lg.log_end_offset)
-                self._truncate_to(state, target)
+                self._truncate_to(found, target)
 
     def _truncate_to(self, state: _PartitionState, offset: int) -> None:
         lg = state.partition.log
@@ -216,8 +221,8 @@ class ReplicaFetcher:
                         FetchRequest.FetchPartition(
                             partition=s.partition.partition,
                             current_leader_epoch=s.leader_epoch,
-                            fetch_offset=s.partition.log.log_end_offset,
-                            log_start_offset=s.partition.log.log_start_offset,
+                            fetch_offset=s.log.log_end_offset,
+                            log_start_offset=s.log.log_start_offset,
                             partition_max_bytes=settings.partition_max_bytes,
                         )
                         for s in group
@@ -236,7 +241,7 @@ class ReplicaFetcher:
                     await self._process(state, p)
         return True
 
-    async def _process(self, state: _PartitionState, p: Message) -> None:
+    async def _process(self, state: _PartitionState, p: FetchResponse.PartitionData) -> None:
         partition = state.partition
         lg = partition.log
         assert lg is not None

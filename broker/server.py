@@ -30,7 +30,6 @@ from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from network.socket_server import SocketServer, run_until_signalled
-from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownRequest
@@ -45,17 +44,24 @@ log = logging.getLogger(__name__)
 
 
 class KafkaServer:
+    """One broker process. Its parts are built in ``startup``, each given what it needs, in dependency
+    order; a part is None until built, as a start that fails midway still shuts down what it built."""
+
     def __init__(self, config: KafkaConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.socket_server: SocketServer | None = None
+        self._session_ms: int = config["zookeeper.session.timeout.ms"]
+        # Kafka's bound on waiting for ZooKeeper's connection (a ZooKeeper call waits at most this long).
+        self._zk_timeout = (config["zookeeper.connection.timeout.ms"] or self._session_ms) / 1000
         self.zk: ZkClient | None = None
+        self.kafka_zk: KafkaZkClient | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.admin: AdminApis | None = None
-        self.groups: GroupApis | None = None
         self.controller_channel: ControllerChannel | None = None
         self.alter_partition: AlterPartitionManager | None = None
+        self.admin: AdminApis | None = None
+        self.groups: GroupApis | None = None
+        self.socket_server: SocketServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
         self._shutting_down = False
@@ -65,30 +71,82 @@ class KafkaServer:
         return f"[KafkaServer id={self.broker_id}]"
 
     async def startup(self) -> None:
-        config = self.config
-        if self.broker_id < 0:
+        config, broker_id = self.config, self.broker_id
+        if broker_id < 0:
             raise ValueError("broker.id must be set (generated broker ids are not supported)")
         if not config["zookeeper.connect"]:
             raise ValueError("zookeeper.connect must be set")
-        loop = asyncio.get_running_loop()
-        session_ms = config["zookeeper.session.timeout.ms"]
-        # Kafka's bound on waiting for ZooKeeper's connection (a ZooKeeper call waits at most this long).
-        zk_timeout = (config["zookeeper.connection.timeout.ms"] or session_ms) / 1000
-        self.zk = ZkClient(config["zookeeper.connect"], session_ms)
-        await self.zk.start(timeout=zk_timeout)
-        self.kafka_zk = KafkaZkClient(self.zk)
-        await self.kafka_zk.create_top_level_paths()
-        cluster_id = await self.kafka_zk.get_or_create_cluster_id(stored_cluster_id(config.log_dirs))
-        ensure_meta_properties(config.log_dirs, self.broker_id, cluster_id)
+        zk = self.zk = ZkClient(config["zookeeper.connect"], self._session_ms)
+        await zk.start(timeout=self._zk_timeout)
+        kafka_zk = self.kafka_zk = KafkaZkClient(zk)
+        await kafka_zk.create_top_level_paths()
+        cluster_id = await kafka_zk.get_or_create_cluster_id(stored_cluster_id(config.log_dirs))
+        ensure_meta_properties(config.log_dirs, broker_id, cluster_id)
+        logs = self.log_manager = await self._recover_logs(zk)
 
-        default_log_config = LogConfig.from_broker_props(config.originals)
-        topic_configs = await self._load_topic_configs(default_log_config)
-        self.log_manager = await loop.run_in_executor(
+        metadata_cache = MetadataCache(cluster_id)
+        replicas = self.replica_manager = ReplicaManager(
+            broker_id, logs, metadata_cache, self._replica_fetchers(), config["replica.lag.time.max.ms"]
+        )
+        channel = self.controller_channel = ControllerChannel(
+            zk, broker_id, config["controller.socket.timeout.ms"] / 1000, self._zk_timeout
+        )
+        self.alter_partition = AlterPartitionManager(
+            channel,
+            broker_id,
+            lambda: replicas.broker_epoch,
+            config["replica.fetch.backoff.ms"],
+            replicas.on_high_watermark_may_move,
+        )
+        # Given after construction: the AlterPartitionManager calls back into the replica manager, so it
+        # exists only after it, and ReplicaManager's constructor takes neither of the two.
+        replicas.alter_partition = self.alter_partition
+        replicas.controller_fence = ControllerFence(kafka_zk, broker_id)
+        replicas.controller_fence.start()
+        admin = self.admin = AdminApis(config, kafka_zk, metadata_cache, replicas, logs)
+        # Before registering: the controller's first LeaderAndIsr may already make this broker lead
+        # __consumer_offsets partitions, whose groups the coordinator then loads.
+        groups = self.groups = GroupApis(config, metadata_cache, replicas, admin.topics.create_internal_topic)
+        apis = KafkaApis(
+            broker_id,
+            metadata_cache,
+            replicas,
+            extra_handlers={**admin.handlers(), **groups.handlers()},
+            auto_create_topic=admin.auto_create_topic if config["auto.create.topics.enable"] else None,
+        )
+        sockets = self.socket_server = SocketServer(
+            config,
+            apis,
+            apis.supported,
+            max_idle_ms=config["connections.max.idle.ms"],
+            per_ip_overrides=config.max_connections_per_ip_overrides,
+        )
+        self._registration = self._advertise(metadata_cache, sockets.bound_ports)
+
+        await admin.start()
+        groups.startup()
+        await self._register()
+        zk.add_session_listener(self._on_session_state)
+        self.alter_partition.start()
+        sockets.start_processing()
+        self._start_periodic_tasks(logs, replicas)
+        log.info("%s started (cluster %s); listening on %s", self.prefix, cluster_id, sockets.describe())
+
+    async def _recover_logs(self, zk: ZkClient) -> LogManager:
+        """The log manager over log.dirs, its logs recovered off the event loop, each topic's with the
+        overrides of /config/topics (read before the controller can ask for a log)."""
+        config = self.config
+        defaults = LogConfig.from_broker_props(config.originals)
+        topic_configs: dict[str, LogConfig] = {}
+        for topic in await zk.get_children(znodes.CONFIG_TOPICS) or []:
+            found = await zk.get(znodes.topic_config_path(topic))
+            if found is not None:
+                topic_configs[topic] = LogConfig.from_props(znodes.decode_config(found[0]), defaults)
+        return await asyncio.get_running_loop().run_in_executor(
             None,
             lambda: LogManager(
                 config.log_dirs,
-                default_log_config,
-                record_batch,
+                defaults,
                 topic_configs=topic_configs,
                 recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
                 producer_id_expiration_ms=config["producer.id.expiration.ms"],
@@ -96,96 +154,43 @@ class KafkaServer:
                 cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
             ),
         )
-        self.metadata_cache = MetadataCache(cluster_id)
-        fetchers = ReplicaFetcherManager(
-            FetchSettings(
-                broker_id=self.broker_id,
-                max_wait_ms=config["replica.fetch.wait.max.ms"],
-                min_bytes=config["replica.fetch.min.bytes"],
-                response_max_bytes=config["replica.fetch.response.max.bytes"],
-                partition_max_bytes=config["replica.fetch.max.bytes"],
-                backoff_ms=config["replica.fetch.backoff.ms"],
-                socket_timeout_ms=config["replica.socket.timeout.ms"],
-            ),
-            config["num.replica.fetchers"],
+
+    def _replica_fetchers(self) -> ReplicaFetcherManager:
+        config = self.config
+        settings = FetchSettings(
+            broker_id=self.broker_id,
+            max_wait_ms=config["replica.fetch.wait.max.ms"],
+            min_bytes=config["replica.fetch.min.bytes"],
+            response_max_bytes=config["replica.fetch.response.max.bytes"],
+            partition_max_bytes=config["replica.fetch.max.bytes"],
+            backoff_ms=config["replica.fetch.backoff.ms"],
+            socket_timeout_ms=config["replica.socket.timeout.ms"],
         )
-        self.replica_manager = ReplicaManager(
-            self.broker_id, self.log_manager, self.metadata_cache, fetchers, config["replica.lag.time.max.ms"]
-        )
-        self.controller_channel = ControllerChannel(
-            self.zk, self.broker_id, config["controller.socket.timeout.ms"] / 1000, zk_timeout
-        )
-        replicas = self.replica_manager
-        self.alter_partition = AlterPartitionManager(
-            self.controller_channel,
-            self.broker_id,
-            lambda: replicas.broker_epoch,
-            config["replica.fetch.backoff.ms"],
-            replicas.on_high_watermark_may_move,
-        )
-        replicas.alter_partition = self.alter_partition
-        replicas.controller_fence = ControllerFence(self.kafka_zk, self.broker_id)
-        replicas.controller_fence.start()
-        self.admin = AdminApis(
-            config, self.kafka_zk, self.metadata_cache, self.replica_manager, self.log_manager
-        )
-        # Before registering: the controller's first LeaderAndIsr may already make this broker lead
-        # __consumer_offsets partitions, whose groups the coordinator then loads.
-        self.groups = GroupApis(
-            config, self.metadata_cache, self.replica_manager, self.admin.topics.create_internal_topic
-        )
-        self.apis = KafkaApis(
-            self.broker_id,
-            self.metadata_cache,
-            self.replica_manager,
-            extra_handlers={**self.admin.handlers(), **self.groups.handlers()},
-            auto_create_topic=self.admin.auto_create_topic if config["auto.create.topics.enable"] else None,
-        )
-        self.socket_server = SocketServer(
-            config,
-            self.apis,
-            self.apis.supported,
-            max_idle_ms=config["connections.max.idle.ms"],
-            per_ip_overrides=config.max_connections_per_ip_overrides,
-        )
+        return ReplicaFetcherManager(settings, config["num.replica.fetchers"])
+
+    def _advertise(
+        self, metadata_cache: MetadataCache, bound_ports: dict[str, int]
+    ) -> znodes.BrokerRegistration:
+        """What /brokers/ids/<id> will say of this broker: its advertised endpoints (with the ports
+        bound) and rack. Until the controller's first UpdateMetadata, the broker knows of itself only."""
         endpoints: dict[str, BrokerEndpoint] = {}
         protocols: dict[str, str] = {}
-        for listener, port in self.socket_server.bound_ports.items():
-            advertised = config.advertised_endpoint(listener, port)
+        for listener, port in bound_ports.items():
+            advertised = self.config.advertised_endpoint(listener, port)
             endpoints[listener] = BrokerEndpoint(advertised.host, advertised.port)
             protocols[listener] = advertised.security_protocol
-        # Until the controller's first UpdateMetadata, the broker knows of itself only.
-        self.metadata_cache.add_broker(BrokerInfo(self.broker_id, config["broker.rack"], endpoints))
-        self._registration = znodes.BrokerRegistration(
-            self.broker_id,
-            {k: (e.host, e.port) for k, e in endpoints.items()},
-            protocols,
-            config["broker.rack"],
+        rack = self.config["broker.rack"]
+        metadata_cache.add_broker(BrokerInfo(self.broker_id, rack, endpoints))
+        return znodes.BrokerRegistration(
+            self.broker_id, {k: (e.host, e.port) for k, e in endpoints.items()}, protocols, rack
         )
-        await self.admin.start()
-        self.groups.startup()
-        await self._register()
-        self.zk.add_session_listener(self._on_session_state)
-        self.alter_partition.start()
-        self.socket_server.start_processing()
-        self._start_periodic_tasks()
-        log.info(
-            "%s started (cluster %s); listening on %s", self.prefix, cluster_id, self.socket_server.describe()
-        )
-
-    async def _load_topic_configs(self, defaults: LogConfig) -> dict[str, LogConfig]:
-        assert self.zk is not None
-        configs: dict[str, LogConfig] = {}
-        for topic in await self.zk.get_children(znodes.CONFIG_TOPICS) or []:
-            found = await self.zk.get(znodes.topic_config_path(topic))
-            if found is not None:
-                configs[topic] = LogConfig.from_props(znodes.decode_config(found[0]), defaults)
-        return configs
 
     async def _register(self) -> None:
-        assert self._registration is not None and self.replica_manager is not None
+        assert (
+            self.kafka_zk is not None and self._registration is not None and self.replica_manager is not None
+        )
         epoch = await self.kafka_zk.register_broker(
-            self._registration, wait_for_old=2 * self.config["zookeeper.session.timeout.ms"] / 1000
+            self._registration, wait_for_old=2 * self._session_ms / 1000
         )
         self.replica_manager.broker_epoch = epoch
 
@@ -207,9 +212,8 @@ class KafkaServer:
 
     # -- periodic work ----------------------------------------------------------------------------
 
-    def _start_periodic_tasks(self) -> None:
-        config, logs = self.config, self.log_manager
-        assert logs is not None and self.replica_manager is not None
+    def _start_periodic_tasks(self, logs: LogManager, replicas: ReplicaManager) -> None:
+        config = self.config
         flush_interval = config["log.flush.scheduler.interval.ms"]
         schedule: list[tuple[str, float, Callable[[], object]]] = [
             ("log-retention", config["log.retention.check.interval.ms"], logs.cleanup_logs),
@@ -239,9 +243,7 @@ class KafkaServer:
         # Kafka's isr-expiration: on the event loop, since it touches partitions and proposes changes.
         lag_ms = config["replica.lag.time.max.ms"]
         self._spawn(
-            self._every(
-                lag_ms / 2000, self.replica_manager.shrink_lagging_isrs, "isr-expiration", on_loop=True
-            ),
+            self._every(lag_ms / 2000, replicas.shrink_lagging_isrs, "isr-expiration", on_loop=True),
             "isr-expiration",
         )
         if config["log.cleaner.enable"]:

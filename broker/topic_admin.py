@@ -34,10 +34,12 @@ from broker.refusals import log_refusal
 from network.request_channel import Request
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
+    CreatePartitionsRequest,
     CreatePartitionsResponse,
+    CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
     DeleteTopicsResponse,
-    Message,
 )
 from protocol.topic import is_internal, topic_name_error
 from server_common.replica_assignment import (
@@ -64,7 +66,9 @@ EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 EXAMPLE_CHARS = 200  # of a topic name or error message quoted in a refusal's log line
 
 
-def _partitions_requested(topics: Iterable[Message], default_num_partitions: int) -> int:
+def _partitions_requested(
+    topics: Iterable[CreateTopicsRequest.CreatableTopic], default_num_partitions: int
+) -> int:
     """The partitions a CreateTopics would create at most (Kafka's validateTotalNumberOfPartitions): an
     explicit assignment's size, the default for -1, nothing for a count refused anyway."""
     total = 0
@@ -78,14 +82,16 @@ def _partitions_requested(topics: Iterable[Message], default_num_partitions: int
     return total
 
 
-def _fail_topic(result: Message, error: KafkaError) -> None:
+def _fail_topic(result: CreateTopicsResponse.CreatableTopicResult, error: KafkaError) -> None:
     """Sets a CreateTopics result to ``error``, its other fields to what Kafka answers for a failed topic."""
     result.error_code, result.error_message = error.code, error.message
     result.num_partitions, result.replication_factor, result.configs = -1, -1, []
     result.topic_id = ZERO_UUID
 
 
-def _partitions_result(name: str, error: KafkaError | None) -> Message:
+def _partitions_result(
+    name: str, error: KafkaError | None
+) -> CreatePartitionsResponse.CreatePartitionsTopicResult:
     return CreatePartitionsResponse.CreatePartitionsTopicResult(
         name=name,
         error_code=ErrorCode.NONE if error is None else error.code,
@@ -148,6 +154,10 @@ class TopicAdmin:
 
         return check
 
+    def _gone(self, topic: str) -> Callable[[], bool]:
+        """A check that passes once the topic is no longer in the metadata cache."""
+        return lambda: not self.metadata_cache.contains(topic)
+
     async def _wait(self, done: Callable[[], bool], timeout_ms: int) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
@@ -175,8 +185,8 @@ class TopicAdmin:
 
     # -- CreateTopics -----------------------------------------------------------------------------
 
-    async def handle_create_topics(self, request: Request) -> Message:
-        body = request.body
+    async def handle_create_topics(self, request: Request) -> CreateTopicsResponse:
+        body: CreateTopicsRequest = request.body
         results = [
             CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_message=None)
             for topic in body.topics
@@ -206,7 +216,7 @@ class TopicAdmin:
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     async def _create_topics(
-        self, body: Message, results: list[Message]
+        self, body: CreateTopicsRequest, results: list[CreateTopicsResponse.CreatableTopicResult]
     ) -> tuple[dict[int, KafkaError], dict[str, Callable[[], bool]]]:
         """Checks and (unless ``validate_only``) writes each topic, filling in its result; returns the
         topics' errors (by index) and, by topic written, the check that its creation was applied."""
@@ -240,7 +250,7 @@ class TopicAdmin:
         return errors, pending
 
     async def _prepare_topic(
-        self, topic: Message, brokers: list[BrokerMetadata]
+        self, topic: CreateTopicsRequest.CreatableTopic, brokers: list[BrokerMetadata]
     ) -> tuple[dict[int, list[int]], dict[str, str]]:
         """The topic's assignment and configs, checked as Kafka checks them (in Kafka's order)."""
         name = topic.name
@@ -274,7 +284,7 @@ class TopicAdmin:
         await self._check_new_name(name)
         if explicit:
             validate_topic_assignment(assignment, {b.id for b in brokers})
-        configs = {c.name: c.value for c in topic.configs}
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}  # no nulls: refused above
         check_topic_configs(configs, self.dynamic.log_defaults(), ErrorCode.INVALID_CONFIG)
         return assignment, configs
 
@@ -362,8 +372,9 @@ class TopicAdmin:
             None,
         )
 
-    async def handle_delete_topics(self, request: Request) -> Message:
-        body, version = request.body, request.version
+    async def handle_delete_topics(self, request: Request) -> DeleteTopicsResponse:
+        body: DeleteTopicsRequest = request.body
+        version = request.version
         if version >= 6:
             entries = [(t.name, t.topic_id) for t in body.topics]
         else:
@@ -401,6 +412,12 @@ class TopicAdmin:
                     unknown_ids.append((None, unknown))
                     continue
             name = result.name
+            if name is None:
+                # v6+ allows a null name; with no topic ID either it names no topic (was answered NONE).
+                missing = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Neither topic name nor ID given.")
+                result.error_code, result.error_message = missing.code, missing.message
+                unknown_ids.append((None, missing))
+                continue
             if name in pending or name in errors:
                 continue
             try:
@@ -411,7 +428,7 @@ class TopicAdmin:
                 if not self.metadata_cache.contains(name):
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
                 await self.admin_zk.mark_for_deletion(name)
-                pending[name] = lambda t=name: not self.metadata_cache.contains(t)
+                pending[name] = self._gone(name)
             except KafkaError as e:
                 errors[name] = e
         errors.update(await self._await_outcome(pending, body.timeout_ms, "The deletion"))
@@ -424,8 +441,8 @@ class TopicAdmin:
 
     # -- CreatePartitions -------------------------------------------------------------------------
 
-    async def handle_create_partitions(self, request: Request) -> Message:
-        body = request.body
+    async def handle_create_partitions(self, request: Request) -> CreatePartitionsResponse:
+        body: CreatePartitionsRequest = request.body
         counts = Counter(t.name for t in body.topics)
         errors: dict[int, KafkaError] = {}
         current: dict[int, tuple[znodes.TopicAssignment, int]] = {}
@@ -486,7 +503,7 @@ class TopicAdmin:
 
     async def _add_partitions(
         self,
-        topic: Message,
+        topic: CreatePartitionsRequest.CreatePartitionsTopic,
         current: znodes.TopicAssignment,
         version: int,
         brokers: list[BrokerMetadata],

@@ -125,7 +125,7 @@ class ControllerApis:
         except KafkaError as e:
             log.info("%s AlterPartition from broker %d: %s", self._controller.prefix, body.broker_id, e)
             return AlterPartitionResponse(error_code=e.code, topics=[])
-        by_topic: dict[str | uuid.UUID, list[Message]] = defaultdict(list)
+        by_topic: dict[str | uuid.UUID, list[AlterPartitionResponse.PartitionData]] = defaultdict(list)
         for (topic_key, partition), result in results.items():
             if isinstance(result, PartitionState):
                 by_topic[topic_key].append(
@@ -194,7 +194,9 @@ class ControllerApis:
             return AlterPartitionReassignmentsResponse(
                 throttle_time_ms=0, error_code=e.code, error_message=e.message, responses=[]
             )
-        by_topic: dict[str, list[Message]] = defaultdict(list)
+        by_topic: dict[str, list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]] = (
+            defaultdict(list)
+        )
         for tp, (code, message) in sorted(results.items()):
             by_topic[tp.topic].append(
                 AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
@@ -226,7 +228,9 @@ class ControllerApis:
             return ListPartitionReassignmentsResponse(
                 throttle_time_ms=0, error_code=e.code, error_message=e.message, topics=[]
             )
-        by_topic: dict[str, list[Message]] = defaultdict(list)
+        by_topic: dict[str, list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]] = (
+            defaultdict(list)
+        )
         for tp, assignment in sorted(found.items()):
             by_topic[tp.topic].append(
                 ListPartitionReassignmentsResponse.OngoingPartitionReassignment(
@@ -253,7 +257,7 @@ def _elect_leaders_response(
     results: dict[TopicPartition, tuple[ErrorCode, str | None]],
 ) -> Message:
     """ElectLeaders' answer; a partition without a result gets the top-level error."""
-    by_topic: dict[str, list[Message]] = defaultdict(list)
+    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = defaultdict(list)
     for tp in sorted(partitions):
         code, message = results.get(tp, (error, description(error)))
         by_topic[tp.topic].append(

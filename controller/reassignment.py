@@ -23,6 +23,7 @@ phase the ISR calls for.
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -355,7 +356,10 @@ class PartitionReassignmentManager:
                 return
         log.error("%s gave up updating the leader epoch of %s: its state keeps changing", self._prefix, tp)
 
-    async def _remove_from_request_znode(self, remove: Callable[[TopicPartition, list[int]], bool]) -> None:
+    # builtins.list: in this class, "list" names the method.
+    async def _remove_from_request_znode(
+        self, remove: Callable[[TopicPartition, builtins.list[int]], bool]
+    ) -> None:
         try:
             requested = await self._zk.reassignment_request()
         except ReassignmentJsonError:

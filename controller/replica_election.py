@@ -118,12 +118,13 @@ class ReplicaElectionManager:
                         "%s %s completed preferred replica election: leader %d", self._prefix, tp, leader
                     )
                 else:
+                    result = results[tp]
                     log.warning(
                         "%s %s: preferred replica election to %d failed (%s); the leader is still %d",
                         self._prefix,
                         tp,
                         preferred,
-                        results[tp][1] if isinstance(results[tp], tuple) else "",
+                        result[1] if isinstance(result, tuple) else "",
                         leader,
                     )
         return results

@@ -48,12 +48,6 @@ class RequestSender(Protocol):
     ) -> None: ...
 
 
-def _api(key: ApiKey) -> Api:
-    definition = api(key)
-    assert definition is not None
-    return definition
-
-
 class ControllerBrokerRequestBatch:
     def __init__(
         self,
@@ -173,7 +167,7 @@ class ControllerBrokerRequestBatch:
                     )
                     self._sender.send(
                         broker_id,
-                        _api(ApiKey.UPDATE_METADATA),
+                        api(ApiKey.UPDATE_METADATA),
                         UPDATE_METADATA_VERSION,
                         request,
                         self._update_metadata_callback(broker_id),
@@ -215,7 +209,7 @@ class ControllerBrokerRequestBatch:
         )
         self._sender.send(
             broker_id,
-            _api(ApiKey.LEADER_AND_ISR),
+            api(ApiKey.LEADER_AND_ISR),
             LEADER_AND_ISR_VERSION,
             request,
             self._leader_and_isr_callback(broker_id),
@@ -270,7 +264,7 @@ class ControllerBrokerRequestBatch:
         deleted = {p for p, s in partitions.items() if s.delete_partition}
         self._sender.send(
             broker_id,
-            _api(ApiKey.STOP_REPLICA),
+            api(ApiKey.STOP_REPLICA),
             STOP_REPLICA_VERSION,
             request,
             self._stop_replica_callback(broker_id, deleted),

@@ -242,14 +242,17 @@ def read_range(
             before = position
             for message in consumer.consume(min(_BATCH_ROWS, end - position), min(remaining, _POLL_S)):
                 error = message.error()
+                offset = message.offset()  # None only for errors that name no partition
                 if error is None:
-                    if message.offset() >= end:  # past a gap at the end of the range
+                    assert offset is not None  # a record has an offset
+                    if offset >= end:  # past a gap at the end of the range
                         position = end
-                    elif message.offset() >= position:
+                    elif offset >= position:
                         columns.add(message)
-                        position = message.offset() + 1
+                        position = offset + 1
                 elif error.code() == KafkaError._PARTITION_EOF:
-                    high_watermark = message.offset()
+                    assert offset is not None  # the end of a partition carries its offset
+                    high_watermark = offset
                     if high_watermark >= end:  # the rest are markers or compacted away
                         position = end
                 elif error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):

@@ -147,7 +147,7 @@ class SamsaBatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options, self.schema = options, schema
 
-    def partitions(self) -> list[InputPartition]:
+    def partitions(self) -> Sequence[InputPartition]:
         offsets = OffsetReader(self.options)
         try:
             tps = offsets.partitions()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cache
+from typing import overload
 
 from protocol.messages import Message, message_class
 from protocol.schema import Versions, load_message, schema_paths
@@ -119,6 +120,11 @@ def _apis() -> dict[int, Api]:
     return apis
 
 
+@overload
+def api(key: ApiKey) -> Api: ...
+@overload
+def api(key: int) -> Api | None: ...
 def api(key: int) -> Api | None:
-    """The API with this key, or None if Samsa has no schema for it."""
+    """The API with this key, or None if Samsa has no schema for it. Every ``ApiKey`` member has one (a
+    test checks it), so ``api(ApiKey.FETCH)`` is typed ``Api``."""
     return _apis().get(key)

@@ -14,11 +14,12 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from functools import cache
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from protocol import primitives
 from protocol.primitives import SHORT_ARRAY, DecodeError, short_array_structs
-from protocol.schema import FieldSpec, MessageSpec
+from protocol.schema import FieldSpec, MessageSpec, load_message
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -38,6 +39,13 @@ _NULL_LENGTH = repr(b"\xff\xff\xff\xff")
 _ELEMENT_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4, "float64": 8}
 
 
+# A message's reader (buffer, position -> (message, position after it)), its writer (message, the bytes so
+# far, the finished parts) and the generated source of both.
+Reader = Callable[[Any, int], tuple[Any, int]]
+Writer = Callable[[Any, bytearray, list[Any]], None]
+Codec = tuple[Reader, Writer, str]
+
+
 class _Unset:
     __slots__ = ()
 
@@ -52,14 +60,15 @@ class Struct:
     """Base of every generated struct class (each also gets a generated field-wise ``__eq__``)."""
 
     __slots__ = ()
-    _fields: tuple[str, ...] = ()
+    _fields: ClassVar[tuple[str, ...]] = ()
+    _specs: ClassVar[tuple[FieldSpec, ...]] = ()
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
         return f"{type(self).__name__}({inner})"
 
 
-def _absent_is_none(spec: FieldSpec) -> bool:
+def absent_is_none(spec: FieldSpec) -> bool:
     # A tagged struct (Fetch's DivergingEpoch, CurrentLeader, ...) is written only when it differs from
     # its default, so "absent" is represented as None rather than as a default instance built per object.
     return spec.default == "null" or (spec.tag is not None and spec.is_struct and not spec.is_array)
@@ -67,7 +76,7 @@ def _absent_is_none(spec: FieldSpec) -> bool:
 
 def default_value(spec: FieldSpec, classes: dict[str, type]) -> Any:
     """A field's schema default: a fresh object for lists and structs, None for an absent tagged struct."""
-    if _absent_is_none(spec):
+    if absent_is_none(spec):
         return None
     d = spec.default
     if spec.is_array:
@@ -93,16 +102,18 @@ def default_value(spec: FieldSpec, classes: dict[str, type]) -> Any:
 
 
 def _is_mutable_default(spec: FieldSpec) -> bool:
-    return not _absent_is_none(spec) and (spec.is_array or spec.is_struct)
+    return not absent_is_none(spec) and (spec.is_array or spec.is_struct)
+
+
+_S = TypeVar("_S", bound=Struct)
 
 
 def make_struct_class(
-    name: str, fields: list[FieldSpec], classes: dict[str, type], base: type = Struct
-) -> type:
-    """A slotted class for one struct; its constructor takes every field as a keyword. Instances compare
-    field by field and are unhashable (they are mutable)."""
+    name: str, fields: list[FieldSpec], classes: dict[str, type], base: type[_S]
+) -> type[_S]:
+    """A slotted subclass of ``base`` for one struct; its constructor takes every field as a keyword.
+    Instances compare field by field and are unhashable (they are mutable)."""
     attrs = tuple(f.attr for f in fields)
-    cls = type(name, (base,), {"__slots__": attrs, "_fields": attrs, "_specs": tuple(fields)})
     params, body = [], []
     namespace: dict[str, Any] = {"UNSET": UNSET}
     for i, f in enumerate(fields):
@@ -124,10 +135,16 @@ def make_struct_class(
         f"    return {comparisons}\n"
     )
     exec(src, namespace)
-    cls.__init__ = namespace["__init__"]
-    cls.__eq__ = namespace["__eq__"]
-    cls.__hash__ = None
-    return cls
+    body_attrs = {
+        "__slots__": attrs,
+        "_fields": attrs,
+        "_specs": tuple(fields),
+        "__init__": namespace["__init__"],
+        "__eq__": namespace["__eq__"],
+        "__hash__": None,
+    }
+    # type() with three arguments is typed as returning a plain type; this one is a subclass of base.
+    return cast("type[_S]", type(name, (base,), body_attrs))
 
 
 class _Emitter:
@@ -201,7 +218,7 @@ class CodecBuilder:
                 regular.append(f)
             else:
                 absent.append(f)
-        tagged.sort(key=lambda f: f.tag)
+        tagged.sort(key=lambda f: f.tag if f.tag is not None else -1)  # a tagged field always has a tag
         return regular, tagged, absent
 
     @staticmethod
@@ -502,12 +519,87 @@ class CodecBuilder:
 
     # -- assembly -------------------------------------------------------------------------------
 
-    def build(
-        self,
-    ) -> tuple[Callable[[Any, int], tuple[Any, int]], Callable[[Any, bytearray, list], None], str]:
+    def build(self) -> Codec:
         read = self.reader(self.spec.name, self.spec.fields)
         write = self.writer(self.spec.name, self.spec.fields)
         source = "\n\n".join(self._functions) + "\n"
         filename = f"<codec {self.spec.name} v{self.version}>"
         exec(compile(source, filename, "exec"), self.ns)
         return self.ns[read], self.ns[write], source
+
+
+# -- message classes ------------------------------------------------------------------------------------
+
+
+class Message(Struct):
+    """Base of top-level messages: adds version-aware decode and encode. ``protocol/messages.pyi`` (written
+    by ``protocol.stubgen``) declares every message's own class, fields and constructor."""
+
+    __slots__ = ()
+    _spec: ClassVar[MessageSpec]
+    _codecs: ClassVar[dict[int, Codec]]
+    _classes: ClassVar[dict[str, type]]
+
+    @classmethod
+    def codec(cls, version: int) -> Codec:
+        """(reader, writer, generated source) for one version, compiled once."""
+        try:
+            return cls._codecs[version]
+        except KeyError:
+            pass
+        codec = CodecBuilder(cls._spec, version, cls._classes).build()
+        cls._codecs[version] = codec
+        return codec
+
+    @classmethod
+    def decode_from(cls, buf: Any, version: int, pos: int = 0) -> tuple[Self, int]:
+        """Decode at ``pos``; returns the message and the position after it."""
+        try:
+            return cls.codec(version)[0](buf, pos)
+        except DecodeError:
+            raise
+        except (struct.error, IndexError, UnicodeDecodeError) as e:  # truncated input or bad UTF-8
+            raise DecodeError(f"{cls.__name__} v{version}: {e}") from e
+
+    @classmethod
+    def decode(cls, buf: Any, version: int) -> Self:
+        return cls.decode_from(buf, version)[0]
+
+    def encode_into(self, version: int, out: bytearray, parts: list[Any]) -> None:
+        self.codec(version)[1](self, out, parts)
+
+    def encode_parts(self, version: int) -> list[Any]:
+        """The encoding as a list of buffers; large record sets stay separate (zero copy)."""
+        out = bytearray()
+        parts: list[Any] = []
+        self.codec(version)[1](self, out, parts)
+        if out or not parts:
+            parts.append(out)
+        return parts
+
+    def encode(self, version: int) -> bytes:
+        parts = self.encode_parts(version)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+
+def build_message_class(spec: MessageSpec) -> type[Message]:
+    """The class of one message schema, its struct classes as attributes (``MetadataResponse.
+    MetadataResponseTopic``); codecs are compiled per version on first use."""
+    classes: dict[str, type] = {}
+    for name, fields in spec.structs.items():
+        classes[name] = make_struct_class(name, fields, classes, Struct)
+    top = make_struct_class(spec.name, spec.fields, classes, Message)
+    top._spec = spec
+    top._codecs = {}
+    top._classes = classes
+    for name, cls in list(classes.items()):
+        cls.__qualname__ = f"{spec.name}.{name}"
+        setattr(top, name, cls)
+    classes[spec.name] = top
+    return top
+
+
+@cache
+def message_class(name: str) -> type[Message]:
+    """The class of a message schema by its name, e.g. "FetchResponse"."""
+    return build_message_class(load_message(name))

@@ -40,14 +40,15 @@ log = logging.getLogger("samsa.console")
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # Kafka client property -> (aiokafka keyword, converter), for --producer-property / --consumer-property.
-_COMMON_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
+ClientProperties = dict[str, tuple[str, Callable[[str], Any]]]
+_COMMON_PROPERTIES: ClientProperties = {
     "client.id": ("client_id", str),
     "request.timeout.ms": ("request_timeout_ms", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
     "connections.max.idle.ms": ("connections_max_idle_ms", int),
 }
-PRODUCER_PROPERTIES = {
+PRODUCER_PROPERTIES: ClientProperties = {
     **_COMMON_PROPERTIES,
     "acks": ("acks", lambda v: "all" if v in ("all", "-1") else int(v)),
     "compression.type": ("compression_type", lambda v: None if v == "none" else v),
@@ -56,7 +57,7 @@ PRODUCER_PROPERTIES = {
     "max.request.size": ("max_request_size", int),
     "enable.idempotence": ("enable_idempotence", lambda v: v.lower() == "true"),
 }
-CONSUMER_PROPERTIES = {
+CONSUMER_PROPERTIES: ClientProperties = {
     **_COMMON_PROPERTIES,
     "group.id": ("group_id", str),
     "auto.offset.reset": ("auto_offset_reset", str),
@@ -89,9 +90,7 @@ def _key_values(items: list[str], option: str) -> dict[str, str]:
     return props
 
 
-def _client_kwargs(
-    props: dict[str, str], table: dict[str, tuple[str, Callable[[str], Any]]]
-) -> dict[str, Any]:
+def _client_kwargs(props: dict[str, str], table: ClientProperties) -> dict[str, Any]:
     kwargs = {}
     for name, value in props.items():
         if name not in table:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import builtins
 import re
 import sys
 import uuid
@@ -298,7 +299,7 @@ class TopicService:
                 if result.error_code != ErrorCode.NONE:
                     raise CommandError(_error_message(result.error_code, result.error_message))
 
-    async def _alter_configs(self, names: list[str]) -> None:
+    async def _alter_configs(self, names: builtins.list[str]) -> None:  # list is a method here
         args = self.args
         print(
             "WARNING: Altering topic configuration from this script has been deprecated and may be removed "
@@ -389,7 +390,7 @@ class TopicService:
             or (args.at_min_isr_partitions and len(p.isr_nodes) == min_isr)
         )
 
-    async def _describe_configs(self, names: list[str]) -> dict[str, list[Any]]:
+    async def _describe_configs(self, names: builtins.list[str]) -> dict[str, builtins.list[Any]]:
         request = DescribeConfigsRequest(
             resources=[
                 DescribeConfigsRequest.DescribeConfigsResource(

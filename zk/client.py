@@ -161,13 +161,21 @@ class ZkClient:
         loop = self._loop or asyncio.get_running_loop()
         future = loop.create_future()
 
+        def fail(e: BaseException) -> None:  # on the loop
+            if not future.done():
+                future.set_exception(e)
+
+        def succeed(value: Any) -> None:  # on the loop
+            if not future.done():
+                future.set_result(value)
+
         def done(result: Any) -> None:  # on a kazoo thread
             try:
                 value = result.get_nowait()
             except Exception as e:
-                loop.call_soon_threadsafe(lambda e=e: future.done() or future.set_exception(e))
+                loop.call_soon_threadsafe(fail, e)
             else:
-                loop.call_soon_threadsafe(lambda v=value: future.done() or future.set_result(v))
+                loop.call_soon_threadsafe(succeed, value)
 
         async_result.rawlink(done)
         return future

@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 VERSION = 1
+# A (topic, partition) key: a plain tuple or a NamedTuple of one (a Mapping's key type is invariant).
+_Partition = TypeVar("_Partition", bound=tuple[str, int])
+_Scalar = TypeVar("_Scalar", int, str)
 ANY_LOG_DIR = "any"
 
 
@@ -32,14 +36,13 @@ class PartitionMove:
     log_dirs: list[str]
 
 
-def _field(item: Mapping, name: str, kind: type) -> object:
+def _field(item: Mapping, name: str, kind: type[_Scalar]) -> _Scalar:
     value = item.get(name)
     if value is None:
         raise ReassignmentJsonError(f"No such field exists: `{name}`")
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ReassignmentJsonError(f"Expected `{name}` to be an integer, found {json.dumps(value)}")
-    if kind is str and not isinstance(value, str):
-        raise ReassignmentJsonError(f"Expected `{name}` to be a string, found {json.dumps(value)}")
+    if not isinstance(value, kind) or isinstance(value, bool):
+        expected = "an integer" if kind is int else "a string"
+        raise ReassignmentJsonError(f"Expected `{name}` to be {expected}, found {json.dumps(value)}")
     return value
 
 
@@ -77,11 +80,11 @@ def parse_reassignment(text: str | bytes) -> list[PartitionMove]:
                 f"Size of replicas list {_java_list(replicas)} is different from size of log dirs list "
                 f"{_java_list(log_dirs)} for partition {topic}-{partition}"
             )
-        moves.append(PartitionMove(topic, partition, replicas, log_dirs))  # type: ignore[arg-type]
+        moves.append(PartitionMove(topic, partition, replicas, log_dirs))
     return moves
 
 
-def format_reassignment(assignment: Mapping[tuple[str, int], Sequence[int]]) -> str:
+def format_reassignment(assignment: Mapping[_Partition, Sequence[int]]) -> str:
     """Kafka's formatAsReassignmentJson: compact, partitions sorted by topic then partition, every
     log dir "any"."""
     return json.dumps(
@@ -101,7 +104,7 @@ def format_reassignment(assignment: Mapping[tuple[str, int], Sequence[int]]) -> 
     )
 
 
-def encode_znode(assignment: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+def encode_znode(assignment: Mapping[_Partition, Sequence[int]]) -> bytes:
     """``/admin/reassign_partitions`` as Kafka's ReassignPartitionsZNode writes it (no log dirs)."""
     return json.dumps(
         {

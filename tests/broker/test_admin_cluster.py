@@ -605,6 +605,12 @@ def test_delete_topics_errors(cluster: AdminCluster) -> None:
     )
     [by_id] = cluster.request(ApiKey.DELETE_TOPICS, 6, body).responses
     assert (by_id.name, by_id.topic_id, by_id.error_code) == (None, ghost, ErrorCode.UNKNOWN_TOPIC_ID)
+    # Neither a name nor an ID names no topic (this was answered NONE).
+    body = DeleteTopicsRequest(
+        topics=[DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=ZERO)], timeout_ms=1000
+    )
+    [nameless] = cluster.request(ApiKey.DELETE_TOPICS, 6, body).responses
+    assert (nameless.name, nameless.error_code) == (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     both = DeleteTopicsRequest(
         topics=[
