@@ -59,7 +59,8 @@ class ControllerServer:
         bound = self.config.connection_timeout_ms / 1000
         log.info("%s finishing the event in progress and resigning (up to %g s)", self.prefix, bound)
         try:
-            await asyncio.wait_for(self.controller.shutdown(), bound)
+            async with asyncio.timeout(bound):
+                await self.controller.shutdown()
         except TimeoutError:
             # /controller is ephemeral: it goes with this process's ZooKeeper session.
             log.info(

@@ -104,9 +104,10 @@ class NetworkClient:
                 return
             reader = _ResponseReader(self._on_frame, self._on_lost, self._frame_buffers)
             loop = asyncio.get_running_loop()
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: reader, self.host, self.port), self.connect_timeout
-            )
+            # asyncio.timeout, never wait_for: Python 3.11's wait_for returns the operation's outcome when
+            # a cancel arrives as it finishes, and a retry loop (the replica fetcher) then never ends.
+            async with asyncio.timeout(self.connect_timeout):
+                transport, _ = await loop.create_connection(lambda: reader, self.host, self.port)
             self._transport = transport  # type: ignore[assignment]
 
     async def send(self, api: Api, version: int, body: Message, expect_response: bool = True) -> Any:
@@ -125,7 +126,8 @@ class NetworkClient:
         self._in_flight.append((correlation_id, api, version, future))
         transport.write(frame)
         try:
-            return await asyncio.wait_for(future, self.request_timeout)
+            async with asyncio.timeout(self.request_timeout):
+                return await future
         except TimeoutError:
             self._fail(
                 TimeoutError(

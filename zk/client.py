@@ -185,7 +185,8 @@ class ZkClient:
         TimeoutError once that many seconds have passed, however far it got. Only reads should pass one:
         a write given up on is still sent if kazoo held it, once the connection is back."""
         if timeout is not None:
-            return await asyncio.wait_for(self._call(start), timeout)
+            async with asyncio.timeout(timeout):
+                return await self._call(start)
         deadline = time.monotonic() + self.operation_timeout
         while True:
             try:
@@ -196,12 +197,14 @@ class ZkClient:
                     raise
                 log.debug("ZooKeeper operation interrupted (%s); retrying once reconnected", type(e).__name__)
                 try:
-                    await asyncio.wait_for(self._connected.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._connected.wait()
                 except TimeoutError:
                     raise e from None
             except SessionExpiredError:
                 # kazoo starts a new session by itself; the operation can go to the new one.
-                await asyncio.wait_for(self._connected.wait(), max(deadline - time.monotonic(), 0.01))
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.01)):
+                    await self._connected.wait()
 
     def _check_size(self, writes: Sequence[tuple[str, bytes]]) -> None:
         """Raises ZkRequestTooLargeError if the (path, data) writes, as one request, could be longer

@@ -113,3 +113,22 @@ async def test_a_request_without_an_answer_times_out(server) -> None:
             await _ask(client)
     finally:
         await client.close()
+
+
+async def test_a_cancel_arriving_as_the_request_fails_ends_the_caller(server) -> None:
+    """A shutdown cancels a replica fetcher whose request fails in the same loop turn: the fetcher must
+    see the cancellation, not the failure it retries on (with Python 3.11's ``asyncio.wait_for`` it saw
+    the failure, retried forever, and its broker never finished shutting down)."""
+    port = await server(lambda _, cid: [])
+    client = NetworkClient("127.0.0.1", port, "t", request_timeout=10)
+    try:
+        asking = asyncio.ensure_future(_ask(client))
+        while not client._in_flight:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the request waits on its response
+        await client.close()  # fails the request in flight...
+        asking.cancel()  # ...and the shutdown's cancel comes in the same turn
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+    finally:
+        await client.close()
