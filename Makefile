@@ -13,18 +13,35 @@ DEBS   := zookeeper kcat docker-compose iproute2 iptables strace
 FULL   ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test lint stubs bench setup sysdeps clientdeps clean
+.PHONY: run clean-data test lint stubs bench setup sysdeps clientdeps clean
 
 # A local cluster until Ctrl-C: ZooKeeper, CONTROLLERS controllers and BROKERS brokers on ports PORT,
 # PORT+1, ...; configs, logs and data in .run/, kept across runs. E.g. `make run BROKERS=1 PORT=19092`.
+# Broker settings: OVERRIDES='num.partitions=2 log.retention.ms=600000' (every broker),
+# BROKER_OVERRIDES='2:broker.rack=b', CONTROLLER_OVERRIDES='...', CONFIG=server.properties (a base file);
+# samsa up keeps them for the next run on .run. FRESH=1 wipes .run first (as `make clean-data`).
 BROKERS     ?= 3
 CONTROLLERS ?= 2
 PORT        ?= 9092
 ZK_PORT     ?= 2181
 HOST        ?= 127.0.0.1
+OVERRIDES   ?=
+BROKER_OVERRIDES     ?=
+CONTROLLER_OVERRIDES ?=
+CONFIG      ?=
+FRESH       ?=
 run: setup
 	$(VENV)/bin/samsa up --data-dir .run --brokers $(BROKERS) --controllers $(CONTROLLERS) \
-	  --base-port $(PORT) --zookeeper-port $(ZK_PORT) --host $(HOST)
+	  --base-port $(PORT) --zookeeper-port $(ZK_PORT) --host $(HOST) \
+	  $(foreach o,$(OVERRIDES),--override $(o)) $(foreach o,$(BROKER_OVERRIDES),--broker-override $(o)) \
+	  $(foreach o,$(CONTROLLER_OVERRIDES),--controller-override $(o)) $(if $(CONFIG),--config $(CONFIG)) \
+	  $(if $(FRESH),--fresh)
+
+# Deletes `make run`'s data (topics, records, logs, saved overrides) and nothing else (.venv stays).
+clean-data:
+	@if [ -e .run/cluster.lock ] && ! flock -n .run/cluster.lock true; then \
+	  echo "a samsa up is running on .run: stop it (Ctrl-C) first"; exit 1; fi
+	rm -rf .run
 
 test: setup clientdeps
 	$(PY) -m pytest $(if $(FULL),--full) $(PYTEST_ARGS)
@@ -74,8 +91,8 @@ sysdeps:
 # Client tools for the integration tests: kafkajs (npm) and the Java kafka-clients jar.
 clientdeps: $(CACHE)/clients/.installed
 
-$(CACHE)/clients/.installed: tests/clients/setup.sh
-	sh tests/clients/setup.sh $(CACHE)/clients $(PY)
+$(CACHE)/clients/.installed: tests/support/clients/setup.sh
+	sh tests/support/clients/setup.sh $(CACHE)/clients $(PY)
 	@touch $@
 
 clean:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--show", type=int, default=30, help="result rows printed with --available-now")
     return parser
+
+
+def unreachable(bootstrap: str, timeout: float = 3.0) -> str | None:
+    """None if a bootstrap server accepts a connection, else why not in one line naming the addresses
+    (librdkafka would retry them forever, logging each failure)."""
+    for item in filter(None, (s.strip() for s in bootstrap.split(","))):
+        host, _, port = item.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout).close()
+            return None
+        except (OSError, ValueError):
+            continue
+    return (
+        f"no broker answers at {bootstrap} (`make run` starts a cluster on 127.0.0.1:9092; "
+        "--bootstrap HOST:PORT names another)"
+    )
 
 
 def generate(args: argparse.Namespace) -> int:
@@ -186,6 +203,10 @@ def _print_results(session: SparkSession, parquet: Path, rows: int) -> None:
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    problem = unreachable(args.bootstrap)
+    if problem is not None:
+        print(f"samsa pipeline {args.command}: {problem}", file=sys.stderr)
+        return 1
     try:
         return generate(args) if args.command == "generate" else run(args)
     except ImportError as e:

@@ -1,381 +1,284 @@
-"""``samsa up``: a whole local cluster as child processes of one command, for development and ``make run``.
+"""``samsa up``: a whole local cluster for development (``make run``), on ``tools.local_cluster``.
 
-It starts ZooKeeper (Debian's package, through ``zk.server``), M controllers (ids 9001, 9002, ...)
-and N brokers (ids 1..N), each with a config file and a log file of its own under the data dir:
+``samsa up [--brokers N] [--controllers M] [--data-dir DIR] [--override KEY=VALUE ...]`` starts ZooKeeper,
+M controllers (ids 9001, ...) and N brokers (ids 1..N) as its child processes, each with a config file and
+a log file of its own under the data dir (tools/local_cluster_nodes.py shows the layout). It prints
+``started <role> <id> pid=<pid>`` per process, waits until a controller is active and every broker is
+registered and answering, prints ``bootstrap.servers=HOST:PORT,...`` and then supervises: a node that dies
+is reported as ``exited <role> <id> code=<c>``; the others keep running. SIGINT or SIGTERM stops the
+controllers, then the brokers (which then skip a controlled shutdown: the whole cluster stops), then
+ZooKeeper, saying what it waits for; a second signal kills whatever is left.
 
-    DIR/zookeeper/            zoo.cfg, data/, zookeeper.log, zookeeper.pid
-    DIR/controller-9001/      controller.properties, controller.log, controller.pid
-    DIR/broker-1/             server.properties, broker.log, broker.pid, data/ (log.dirs)
+Broker settings: ``--config FILE`` (a base server.properties), ``--override KEY=VALUE`` (every broker, and
+the controllers for the settings they share), ``--broker-override ID:KEY=VALUE`` (one broker),
+``--controller-override KEY=VALUE``. They are saved in ``DIR/samsa-up.json``: a later ``samsa up`` on the
+same data dir keeps them unless given new ones of the same kind (``--clear-overrides`` drops them).
+Topics, the internal ones included, are replicated min(3, brokers) times unless overridden.
 
-It prints ``started <role> <id> pid=<pid>`` per process, waits until ZooKeeper shows an active
-controller and every broker registered (and each broker's listener answers), then prints
-``bootstrap.servers=HOST:PORT,...``. A child that dies afterwards is reported as
-``exited <role> <id> code=<c>`` and the others keep running. SIGINT or SIGTERM stops the brokers first
-(their controlled shutdown needs a controller), then the controllers, then ZooKeeper; a second signal
-kills whatever is left. Config files are rewritten from the flags at every start; the data (ZooKeeper's
-and the brokers' logs) is kept, so running again on the same data dir keeps topics and messages.
+While it runs, other commands act on its cluster by its data dir (``DIR/cluster.json`` has the pids):
+
+    samsa up status                          every node: pid, state, address; the active controller
+    samsa up stop|kill|pause|resume ROLE ID  SIGTERM | SIGKILL | SIGSTOP | SIGCONT, by PID
+    samsa up start|restart ROLE ID           asks the running samsa up to start the node, so that it
+                                             supervises it (and stops it at the end) like the others
+
+ROLE is broker, controller or zookeeper (id 1). The data is kept across runs unless ``--fresh``; a data
+dir that holds the data of more brokers than ``--brokers`` is refused.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import fcntl
+import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
-from functools import partial
+import uuid
 from pathlib import Path
-from typing import IO
+from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
-
+from server_common.config import ConfigError
 from server_common.log import setup_logging
-from tools.probe import answers_api_versions
-from zk import znodes
-from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
+from tools.local_cluster import (
+    NODE_KEYS,
+    Interrupted,
+    LocalCluster,
+    LocalClusterError,
+    owner_running,
+    read_state,
+)
+from tools.local_cluster_nodes import (
+    belongs_to,
+    pid_alive,
+    port_in_use,
+    process_state,
+    signal_pid,
+    wait_gone,
+)
+from zk.server import ZooKeeperNotInstalled
 
-FIRST_CONTROLLER_ID = 9001
-STARTUP_TIMEOUT = 90.0  # a broker may wait for its previous session's registration to expire
-BROKER_STOP_TIMEOUT = 60.0  # controlled shutdown retries with backoff before the broker gives up
-CONTROLLER_STOP_TIMEOUT = 20.0
-_PR_SET_PDEATHSIG = 1
+SAVED_SETTINGS = "samsa-up.json"
+CONTROL_DIR = "control"
+NODE_COMMANDS = ("status", "stop", "kill", "start", "restart", "pause", "resume")
+ROLES = ("broker", "controller", "zookeeper")
+REQUEST_TIMEOUT = 180.0
 
 
 class UpError(Exception):
-    """A reason ``samsa up`` cannot start; printed as ``samsa up: <message>``."""
+    """A reason ``samsa up`` cannot do what it was asked; printed as ``samsa up: <message>``."""
 
 
-@dataclass
-class Child:
-    """A process ``samsa up`` started and watches."""
-
-    role: str  # zookeeper, controller or broker
-    id: int
-    process: subprocess.Popen
-    log_path: Path
-    reported: bool = False  # its exit has been printed
+def _out(line: str) -> None:
+    print(line, flush=True)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Runs in the child between fork and exec: the kernel sends it SIGTERM when ``samsa up`` dies, even
-    by SIGKILL, so that no broker outlives the command that owns it."""
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
+def _err(line: str) -> None:
+    print(f"samsa up: {line}", file=sys.stderr, flush=True)
 
 
-def _port_in_use(host: str, port: int) -> bool:
-    """True if a listener could not bind ``host:port`` (servers set SO_REUSEADDR, and so does this)."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    with socket.socket(family, kind, proto) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(address)
-        except OSError:
-            return True
-    return False
+def _report(kind: str, text: str) -> None:
+    """LocalCluster's events (started/stopped/exited lines) on stdout, its progress on stderr."""
+    if kind == "event":
+        _out(text)
+    else:
+        _err(text)
 
 
-def _tail(path: Path, lines: int = 8) -> str:
+# -- settings -----------------------------------------------------------------------------------------
+
+
+def _key_value(text: str, flag: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise UpError(f"{flag} {text!r} is not of the form KEY=VALUE")
+    return key.strip(), value
+
+
+def parse_overrides(items: list[str], flag: str = "--override") -> dict[str, str]:
+    """``KEY=VALUE`` items; the settings that samsa up gives each node itself are refused."""
+    settings = dict(_key_value(item, flag) for item in items)
+    own = sorted(NODE_KEYS & set(settings))
+    if own:
+        raise UpError(
+            f"{flag} {', '.join(own)}: samsa up sets {'these' if len(own) > 1 else 'this'} for each node "
+            "itself; --broker-override ID:KEY=VALUE sets one broker's"
+        )
+    return settings
+
+
+def parse_broker_overrides(items: list[str], brokers: int) -> dict[int, dict[str, str]]:
+    """``ID:KEY=VALUE`` items, as {broker id: {key: value}}."""
+    settings: dict[int, dict[str, str]] = {}
+    for item in items:
+        broker, colon, setting = item.partition(":")
+        if not colon or not broker.strip().isdigit():
+            raise UpError(
+                f"--broker-override {item!r} is not of the form ID:KEY=VALUE (e.g. 2:broker.rack=b)"
+            )
+        broker_id = int(broker)
+        if not 1 <= broker_id <= brokers:
+            raise UpError(f"--broker-override {item!r}: there are brokers 1..{brokers} (--brokers {brokers})")
+        key, value = _key_value(setting, "--broker-override")
+        settings.setdefault(broker_id, {})[key] = value
+    return settings
+
+
+def merge_saved(args: argparse.Namespace, saved: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """This run's settings: those given on the command line, kind by kind, else those saved by the last
+    run on the data dir. Returns them and the flags kept from the last run (to say so)."""
+    given = {
+        "overrides": parse_overrides(args.override) if args.override else None,
+        "broker_overrides": parse_broker_overrides(args.broker_override, args.brokers)
+        if args.broker_override
+        else None,
+        "controller_overrides": parse_overrides(args.controller_override, "--controller-override")
+        if args.controller_override
+        else None,
+        "config": str(Path(args.config).resolve()) if args.config else None,
+    }
+    settings: dict[str, Any] = {}
+    kept: list[str] = []
+    for kind, value in given.items():
+        if value is not None:
+            settings[kind] = value
+            continue
+        old = saved.get(kind)
+        settings[kind] = old
+        if not old:
+            continue
+        if kind == "config":
+            kept.append(f"--config {old}")
+        elif kind == "broker_overrides":
+            for broker, props in sorted(old.items(), key=lambda item: int(item[0])):
+                kept += [f"--broker-override {broker}:{k}={v}" for k, v in props.items()]
+        else:
+            flag = "--override" if kind == "overrides" else "--controller-override"
+            kept += [f"{flag} {k}={v}" for k, v in old.items()]
+    broker_overrides = {int(b): dict(p) for b, p in (settings["broker_overrides"] or {}).items()}
+    beyond = sorted(b for b in broker_overrides if b > args.brokers)
+    if beyond:
+        raise UpError(
+            f"the saved --broker-override settings name brokers {beyond}, beyond --brokers {args.brokers}; "
+            "--clear-overrides drops them"
+        )
+    settings["broker_overrides"] = broker_overrides
+    settings["overrides"] = settings["overrides"] or {}
+    settings["controller_overrides"] = settings["controller_overrides"] or {}
+    return settings, kept
+
+
+def load_saved(data_dir: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join("    " + line for line in text.splitlines()[-lines:])
+        saved: dict[str, Any] = json.loads((data_dir / SAVED_SETTINGS).read_text())
+        return saved
+    except (OSError, ValueError):
+        return {}
 
 
-class Cluster:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.brokers_wanted: int = args.brokers
-        self.controllers_wanted: int = args.controllers
-        self.data_dir = Path(args.data_dir).resolve()
-        self.host: str = args.host
-        self.zookeeper_port: int = args.zookeeper_port
-        self.broker_ports = [args.base_port + i for i in range(args.brokers)]
-        self.zookeeper: ZooKeeperServer | None = None
-        self.children: list[Child] = []
-        self.children_started_ms = 0
+def save_settings(data_dir: Path, settings: dict[str, Any]) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    saved = {**settings, "broker_overrides": {str(b): p for b, p in settings["broker_overrides"].items()}}
+    (data_dir / SAVED_SETTINGS).write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+
+
+def validate(cluster: LocalCluster) -> None:
+    """Every node's settings parse (unknown names and bad values fail here, before anything starts)."""
+    from broker.config import KafkaConfig
+    from controller.config import ControllerConfig
+
+    for broker in cluster.brokers.values():
+        try:
+            KafkaConfig(broker.config())
+        except ConfigError as e:
+            raise UpError(f"broker {broker.id}'s settings: {e}") from None
+    for controller in cluster.controllers.values():
+        try:
+            ControllerConfig(controller.config())
+        except ConfigError as e:
+            raise UpError(f"controller {controller.id}'s settings: {e}") from None
+
+
+# -- the supervising samsa up ---------------------------------------------------------------------
+
+
+class Supervisor:
+    """Runs the cluster until a signal: reports deaths, carries out ``samsa up start|restart`` requests."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
         self.stop_requested = False
-        self.force = False
         self._wake = threading.Event()
-        self._lock_file: IO[str] | None = None
-
-    # -- checks before anything starts -----------------------------------------------------------
-
-    def check(self) -> None:
-        if self.brokers_wanted < 1 or self.controllers_wanted < 1:
-            raise UpError("--brokers and --controllers must be at least 1")
-        if self.host in ("0.0.0.0", "::", ""):
-            raise UpError("--host is advertised to clients, so it must be an address they can connect to")
-        if self.broker_ports[-1] > 65535:
-            raise UpError(f"broker ports {self.broker_ports[0]}..{self.broker_ports[-1]} go past 65535")
-        if self.zookeeper_port in self.broker_ports:
-            raise UpError(
-                f"--zookeeper-port {self.zookeeper_port} is one of the broker ports "
-                f"{self.broker_ports[0]}..{self.broker_ports[-1]}; change --zookeeper-port or --base-port"
-            )
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.data_dir / ".samsa-up.lock", "w")  # held until this process exits
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UpError(f"another samsa up is running on {self.data_dir}") from None
-        if _port_in_use(self.host, self.zookeeper_port):
-            raise UpError(
-                f"port {self.zookeeper_port} on {self.host} (ZooKeeper) is in use{self._leftover_hint()}; "
-                "choose another with --zookeeper-port"
-            )
-        for broker_id, port in enumerate(self.broker_ports, start=1):
-            if _port_in_use(self.host, port):
-                raise UpError(
-                    f"port {port} on {self.host} (broker {broker_id}) is in use; choose another first "
-                    f"broker port with --base-port (brokers take {self.brokers_wanted} consecutive ports)"
-                )
-
-    def _leftover_hint(self) -> str:
-        """Names a ZooKeeper left running by an earlier ``samsa up`` on this data dir that was killed
-        (ZooKeeper runs in its own session, so it does not die with its parent)."""
-        try:
-            pid = int((self.data_dir / "zookeeper" / "zookeeper.pid").read_text())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            return ""
-        if str(self.data_dir / "zookeeper").encode() not in cmdline:
-            return ""
-        return f" by the ZooKeeper of an earlier samsa up on this data dir (pid {pid}: kill {pid} stops it)"
-
-    # -- starting --------------------------------------------------------------------------------
-
-    def _announce(self, child: Child) -> None:
-        self.children.append(child)
-        print(f"started {child.role} {child.id} pid={child.process.pid}", flush=True)
-
-    def start_zookeeper(self) -> None:
-        zk_dir = self.data_dir / "zookeeper"
-        self.zookeeper = ZooKeeperServer(zk_dir, self.zookeeper_port, self.host)
-        try:
-            self.zookeeper.start()
-        except ZooKeeperNotInstalled as e:
-            raise UpError(str(e)) from None
-        except (RuntimeError, TimeoutError) as e:
-            raise UpError(f"{e}\n{_tail(zk_dir / 'zookeeper.log')}") from None
-        assert self.zookeeper.process is not None
-        self._announce(Child("zookeeper", 1, self.zookeeper.process, zk_dir / "zookeeper.log"))
-
-    def _spawn(self, role: str, child_id: int, command: str, config: Path, log_path: Path) -> None:
-        args = [sys.executable, "-m", "tools", command, "--config", str(config)]
-        log = open(log_path, "ab")  # handed to the child
-        try:
-            process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # Its own session: Ctrl-C reaches only `samsa up`, which stops the children in order.
-                start_new_session=True,
-                preexec_fn=partial(_die_with_parent, os.getpid()) if sys.platform == "linux" else None,
-            )
-        finally:
-            log.close()
-        (log_path.parent / f"{role}.pid").write_text(f"{process.pid}\n")
-        self._announce(Child(role, child_id, process, log_path))
-
-    @property
-    def zookeeper_connect(self) -> str:
-        return f"{self.host}:{self.zookeeper_port}"
-
-    def start_controllers(self) -> None:
-        self.children_started_ms = int(time.time() * 1000)
-        for i in range(self.controllers_wanted):
-            controller_id = FIRST_CONTROLLER_ID + i
-            directory = self.data_dir / f"controller-{controller_id}"
-            directory.mkdir(exist_ok=True)
-            config = directory / "controller.properties"
-            # Port 0: brokers find the active controller's listener in /controller; clients never use it.
-            _write_properties(
-                config,
-                {
-                    "controller.id": controller_id,
-                    "listeners": f"PLAINTEXT://{self.host}:0",
-                    "zookeeper.connect": self.zookeeper_connect,
-                },
-            )
-            self._spawn("controller", controller_id, "controller", config, directory / "controller.log")
-
-    def start_brokers(self) -> None:
-        replication = min(3, self.brokers_wanted)
-        for broker_id, port in enumerate(self.broker_ports, start=1):
-            directory = self.data_dir / f"broker-{broker_id}"
-            (directory / "data").mkdir(parents=True, exist_ok=True)
-            config = directory / "server.properties"
-            _write_properties(
-                config,
-                {
-                    "broker.id": broker_id,
-                    "listeners": f"PLAINTEXT://{self.host}:{port}",
-                    "log.dirs": directory / "data",
-                    "zookeeper.connect": self.zookeeper_connect,
-                    # Kafka's defaults for the internal topics need 3 brokers; a smaller cluster gets less.
-                    "offsets.topic.replication.factor": replication,
-                    "transaction.state.log.replication.factor": replication,
-                    "transaction.state.log.min.isr": min(2, replication),
-                    "group.initial.rebalance.delay.ms": 0,
-                },
-            )
-            self._spawn("broker", broker_id, "broker", config, directory / "broker.log")
-
-    # -- waiting and watching --------------------------------------------------------------------
-
-    def reap(self) -> list[Child]:
-        """Prints ``exited`` for each child that has died since the last call; returns them."""
-        died = []
-        for child in self.children:
-            if not child.reported and child.process.poll() is not None:
-                child.reported = True
-                print(f"exited {child.role} {child.id} code={child.process.returncode}", flush=True)
-                died.append(child)
-        return died
-
-    def wait_until_ready(self) -> bool:
-        """True once a controller is active, every broker is registered and answering; False (with the
-        reason printed) if a child dies, the deadline passes or a stop is requested."""
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        announce_at, announced = time.monotonic() + 5.0, False
-        zk = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
-        try:
-            zk.start(timeout=10.0)
-        except KazooTimeoutError:
-            print(f"samsa up: cannot connect to ZooKeeper at {self.zookeeper_connect}", file=sys.stderr)
-            return False
-        controller_ids = {FIRST_CONTROLLER_ID + i for i in range(self.controllers_wanted)}
-        broker_ids = set(range(1, self.brokers_wanted + 1))
-        try:
-            while not self.stop_requested:
-                for child in self.reap():
-                    print(
-                        f"samsa up: {child.role} {child.id} exited during startup; the end of "
-                        f"{child.log_path}:\n{_tail(child.log_path)}",
-                        file=sys.stderr,
-                    )
-                    return False
-                # Nodes older than this run's children are leftovers of a killed earlier run, which
-                # ZooKeeper keeps until their sessions expire.
-                controller = _node_since(zk, znodes.CONTROLLER, self.children_started_ms)
-                active = znodes.decode_controller(controller) if controller is not None else None
-                waiting_for = [
-                    b
-                    for b in sorted(broker_ids)
-                    if _node_since(zk, znodes.broker_path(b), self.children_started_ms) is None
-                ]
-                if active in controller_ids and not waiting_for:
-                    # A broker opens its listener just after registering.
-                    waiting_for = [
-                        b
-                        for b, port in enumerate(self.broker_ports, start=1)
-                        if not answers_api_versions(self.host, port)
-                    ]
-                    if not waiting_for:
-                        return True
-                missing = ["no active controller"] if active not in controller_ids else []
-                if waiting_for:
-                    missing.append(f"brokers {waiting_for} not registered or answering")
-                reason = "; ".join(missing)
-                if time.monotonic() > deadline:
-                    print(
-                        f"samsa up: the cluster was not ready after {STARTUP_TIMEOUT:.0f} s ({reason}); "
-                        f"see the logs under {self.data_dir}",
-                        file=sys.stderr,
-                    )
-                    return False
-                if not announced and time.monotonic() > announce_at:
-                    announced = True
-                    print(
-                        f"samsa up: waiting ({reason}); after an unclean stop, the previous run's "
-                        "registrations last until their ZooKeeper sessions expire",
-                        file=sys.stderr,
-                    )
-                self._wake.wait(0.1)
-            return False
-        finally:
-            zk.stop()
-            zk.close()
-
-    def supervise(self) -> int:
-        """Runs until a signal; reports children that die. Returns the exit code."""
-        while not self.stop_requested:
-            self.reap()
-            if all(child.reported for child in self.children):
-                print("samsa up: every process has exited", file=sys.stderr)
-                return 1
-            self._wake.wait(0.5)
-        return 0
 
     def on_signal(self, signum: int, frame: object) -> None:
         if self.stop_requested:
-            self.force = True  # a second Ctrl-C: stop waiting for clean shutdowns
-        self.stop_requested = True
+            self.cluster.forced = True
+            _err("killing what is left (SIGKILL)")
+        else:
+            self.stop_requested = True
+            _err(
+                "stopping the cluster: the controllers first, so that the brokers skip their controlled "
+                "shutdown (the whole cluster stops: no broker could take over their partitions); "
+                "Ctrl-C again kills everything at once"
+            )
+        self.cluster.interrupt()
         self._wake.set()
 
-    # -- stopping --------------------------------------------------------------------------------
+    def supervise(self) -> int:
+        control = self.cluster.data_dir / CONTROL_DIR
+        control.mkdir(exist_ok=True)
+        for stale in control.iterdir():  # requests and answers of an earlier run
+            stale.unlink(missing_ok=True)
+        while not self.stop_requested:
+            self.cluster.reap()
+            if all(not node.alive for node in self.cluster.nodes):
+                _err("every process has exited")
+                return 1
+            for request in sorted(control.glob("*.request")):
+                self._carry_out(request)
+            self._wake.wait(0.2)
+        return 0
 
-    def _terminate(self, role: str, timeout: float) -> None:
-        group = [c for c in self.children if c.role == role and c.process.poll() is None]
-        for child in group:
-            child.process.send_signal(signal.SIGCONT)  # in case someone paused it
-            child.process.send_signal(signal.SIGKILL if self.force else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while any(c.process.poll() is None for c in group):
-            if self.force or time.monotonic() > deadline:
-                for child in group:
-                    if child.process.poll() is None:
-                        child.process.kill()
-                for child in group:
-                    child.process.wait()
-                break
-            time.sleep(0.05)
-        for child in group:
-            child.reported = True
-            print(f"stopped {role} {child.id} code={child.process.returncode}", flush=True)
-
-    def stop(self) -> None:
-        self._terminate("broker", BROKER_STOP_TIMEOUT)
-        self._terminate("controller", CONTROLLER_STOP_TIMEOUT)
-        zk = self.zookeeper
-        if zk is not None and zk.process is not None and zk.process.poll() is None:
-            zk.stop()
-            print(f"stopped zookeeper 1 code={zk.process.returncode}", flush=True)
-        for child in self.children:
-            child.reported = True
-
-
-def _node_since(zk: KazooClient, path: str, since_ms: int) -> bytes | None:
-    """The data of ``path`` if it exists and was created at or after ``since_ms`` (ZooKeeper runs on this
-    machine, so its clock is ours)."""
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
-        return None
-    return data if stat.ctime >= since_ms else None
-
-
-def _write_properties(path: Path, props: dict[str, object]) -> None:
-    lines = ["# Written by `samsa up` at every start, from its flags: edits here are overwritten."]
-    lines += [f"{key}={value}" for key, value in props.items()]
-    path.write_text("\n".join(lines) + "\n")
+    def _carry_out(self, request: Path) -> None:
+        try:
+            asked = json.loads(request.read_text())
+        except (OSError, ValueError):
+            return
+        request.unlink(missing_ok=True)
+        try:
+            node = self.cluster.node(asked["role"], int(asked["id"]))
+            if asked["action"] == "restart":
+                if node.alive:
+                    node.stop()
+                node.start()
+            elif node.alive:
+                raise LocalClusterError(f"{node.ROLE} {node.id} is already running (pid {node.pid})")
+            else:
+                node.start()
+            answer = {
+                "ok": True,
+                "message": f"{node.ROLE} {node.id} serves on {node.address} (pid {node.pid})",
+            }
+        except Interrupted:
+            answer = {"ok": False, "message": "samsa up is stopping"}
+        except (LocalClusterError, KeyError, ValueError) as e:
+            answer = {"ok": False, "message": str(e)}
+        temporary = request.with_suffix(".tmp")
+        temporary.write_text(json.dumps(answer))
+        temporary.replace(request.with_suffix(".response"))
 
 
-def main(argv: list[str]) -> int:
+def _up_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa up",
         description="Start a local cluster (ZooKeeper, controllers, brokers) until Ctrl-C or SIGTERM.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""commands on a running cluster (found by --data-dir):
+  samsa up status                          every node: pid, state, address; the active controller
+  samsa up stop|kill|pause|resume ROLE ID  SIGTERM | SIGKILL | SIGSTOP | SIGCONT, by PID
+  samsa up start|restart ROLE ID           the running samsa up starts the node and supervises it
+ROLE is broker, controller or zookeeper (id 1).""",
     )
     parser.add_argument("--brokers", type=int, default=3, metavar="N", help="brokers, ids 1..N (default 3)")
     parser.add_argument(
@@ -391,28 +294,347 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--host", default="127.0.0.1", metavar="H", help="listen on and advertise H (default 127.0.0.1)"
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--config", metavar="FILE", help="a base server.properties for every broker (samsa up sets "
+        "broker.id, listeners, log.dirs and zookeeper.connect itself)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE",
+        help="a setting of every broker (and of the controllers, if they have it); repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--broker-override", action="append", default=[], metavar="ID:KEY=VALUE",
+        help="a setting of broker ID only; repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--controller-override", action="append", default=[], metavar="KEY=VALUE",
+        help="a setting of every controller; repeatable",
+    )  # fmt: skip
+    parser.add_argument(
+        "--clear-overrides", action="store_true", help="forget the settings saved by the last run"
+    )
+    parser.add_argument("--fresh", action="store_true", help="delete the data dir's data first")
+    return parser
+
+
+def up(argv: list[str]) -> int:
+    args = _up_parser().parse_args(argv)
     setup_logging()
-    cluster = Cluster(args)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, cluster.on_signal)
+    data_dir = Path(args.data_dir).resolve()
+    if args.brokers < 1 or args.controllers < 1:
+        _err("--brokers and --controllers must be at least 1")
+        return 1
+    broker_ports = [args.base_port + i for i in range(args.brokers)]
     try:
-        cluster.check()
-        cluster.start_zookeeper()
-        if not cluster.stop_requested:
-            cluster.start_controllers()
-        if not cluster.stop_requested:
-            cluster.start_brokers()
-        if not cluster.stop_requested and not cluster.wait_until_ready():
-            return 0 if cluster.stop_requested else 1
-        if cluster.stop_requested:
-            return 0
-        servers = ",".join(f"{cluster.host}:{port}" for port in cluster.broker_ports)
-        print(f"bootstrap.servers={servers}", flush=True)
-        print(f"samsa up: logs under {cluster.data_dir}; Ctrl-C stops the cluster", file=sys.stderr)
-        return cluster.supervise()
+        if broker_ports[-1] > 65535:
+            raise UpError(f"broker ports {broker_ports[0]}..{broker_ports[-1]} go past 65535")
+        if args.zookeeper_port in broker_ports:
+            raise UpError(
+                f"--zookeeper-port {args.zookeeper_port} is one of the broker ports "
+                f"{broker_ports[0]}..{broker_ports[-1]}; change --zookeeper-port or --base-port"
+            )
+        if owner_running(data_dir):
+            state = read_state(data_dir) or {}
+            raise UpError(
+                f"another samsa up is running on {data_dir} (pid {state.get('owner_pid', '?')}); "
+                f"`samsa up status --data-dir {args.data_dir}` shows it"
+            )
+        saved = {} if args.fresh or args.clear_overrides else load_saved(data_dir)
+        settings, kept = merge_saved(args, saved)
+        if args.config and not Path(args.config).is_file():
+            raise UpError(f"--config {args.config}: no such file")
+        cluster = LocalCluster(
+            data_dir,
+            brokers=args.brokers,
+            controllers=args.controllers,
+            host=args.host,
+            broker_ports=broker_ports,
+            zookeeper_port=args.zookeeper_port,
+            config_file=settings["config"],
+            overrides=settings["overrides"],
+            broker_overrides=settings["broker_overrides"],
+            controller_overrides=settings["controller_overrides"],
+            fresh=args.fresh,
+            report=_report,
+        )
+        if not args.fresh:
+            extra = sorted(cluster.data_dir_brokers() - set(cluster.brokers))
+            if extra:
+                found = sorted(cluster.data_dir_brokers())
+                raise UpError(
+                    f"{data_dir} holds the data of a {len(found)}-broker cluster (brokers {found}); with "
+                    f"--brokers {args.brokers} the partitions with replicas on brokers {extra} would stay "
+                    f"offline or under-replicated. Run it with --brokers {max(found)}, or wipe it: "
+                    "samsa up --fresh (make clean-data)"
+                )
+        validate(cluster)
+        ignored = cluster.ignored_file_keys()
+        if ignored:
+            _err(f"ignoring {', '.join(ignored)} of {settings['config']}: samsa up sets them for each node")
+        if kept:
+            _err(
+                f"keeping the settings of the last run on {data_dir}: {' '.join(kept)} "
+                "(new ones of a kind replace them; --clear-overrides drops them)"
+            )
     except UpError as e:
-        print(f"samsa up: {e}", file=sys.stderr)
+        _err(str(e))
+        return 1
+    except LocalClusterError as e:
+        _err(str(e))
+        return 1
+
+    supervisor = Supervisor(cluster)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, supervisor.on_signal)
+    try:
+        cluster.claim_data_dir()  # the lock, leftovers of a killed earlier run, --fresh
+        save_settings(data_dir, settings)
+        busy = []
+        if port_in_use(args.host, args.zookeeper_port):
+            busy.append(f"port {args.zookeeper_port} on {args.host} (ZooKeeper) is in use; choose another "
+                        "with --zookeeper-port")  # fmt: skip
+        for broker_id, port in enumerate(broker_ports, start=1):
+            if port_in_use(args.host, port):
+                busy.append(
+                    f"port {port} on {args.host} (broker {broker_id}) is in use; choose another first broker "
+                    f"port with --base-port (brokers take {args.brokers} consecutive ports)"
+                )
+        if busy:
+            raise UpError("; ".join(busy))
+        if not supervisor.stop_requested:
+            cluster.start(wait=False)
+            cluster.wait_ready()
+        if supervisor.stop_requested:
+            return 0
+        cluster.disconnect()
+        _out(f"bootstrap.servers={cluster.bootstrap}")
+        _err(
+            f"logs under {data_dir}; Ctrl-C stops the cluster; `samsa up status --data-dir {args.data_dir}` "
+            "shows it and `samsa up stop|kill|start|restart ROLE ID` act on one node"
+        )
+        return supervisor.supervise()
+    except Interrupted:
+        return 0
+    except (UpError, LocalClusterError, ZooKeeperNotInstalled) as e:
+        _err(str(e))
         return 1
     finally:
         cluster.stop()
+        if supervisor.stop_requested:
+            _err("stopped")
+
+
+# -- commands on a running cluster ----------------------------------------------------------------
+
+
+def _node_parser(command: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"samsa up {command}")
+    if command != "status":
+        parser.add_argument("role", choices=ROLES)
+        parser.add_argument("id", type=int, nargs="?", help="broker id, controller id (9001...), or 1")
+    parser.add_argument("--data-dir", default=".run", metavar="DIR", help="the cluster's (default .run)")
+    parser.add_argument(
+        "--timeout", type=float, default=90.0, metavar="S", help="how long to wait (default 90 s)"
+    )
+    return parser
+
+
+def _live_state(entry: dict[str, Any], data_dir: Path) -> str:
+    pid = entry.get("pid")
+    if not isinstance(pid, int) or not pid_alive(pid) or not belongs_to(pid, data_dir):
+        return "not running"
+    return "paused" if process_state(pid) == "T" else "running"
+
+
+def _zookeeper_view(state: dict[str, Any], data_dir: Path) -> tuple[set[int], int | None] | None:
+    """The registered brokers and the active controller, or None if ZooKeeper does not answer quickly."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+
+    from zk import znodes
+
+    zookeeper = next((n for n in state.get("nodes", []) if n["role"] == "zookeeper"), None)
+    if zookeeper is not None and _live_state(zookeeper, data_dir) != "running":
+        return None
+    zk = KazooClient(state["zookeeper"], timeout=3.0)
+    try:
+        zk.start(timeout=3.0)
+    except Exception:
+        return None
+    try:
+        brokers = (
+            {int(b) for b in zk.get_children(znodes.BROKER_IDS)} if zk.exists(znodes.BROKER_IDS) else set()
+        )
+        try:
+            active: int | None = znodes.decode_controller(zk.get(znodes.CONTROLLER)[0])
+        except NoNodeError:
+            active = None
+        return brokers, active
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def status(data_dir: Path, state: dict[str, Any]) -> int:
+    supervised = owner_running(data_dir)
+    owner = state.get("owner_pid")
+    _out(
+        f"cluster in {data_dir}: "
+        + (
+            f"supervised by samsa up (pid {owner})"
+            if supervised
+            else f"no samsa up is running (last: pid {owner})"
+        )
+    )
+    _out(f"zookeeper.connect={state.get('zookeeper')}")
+    view = _zookeeper_view(state, data_dir)
+    rows = [("ROLE", "ID", "PID", "STATE", "ADDRESS", "LOG")]
+    running_brokers = []
+    for entry in state.get("nodes", []):
+        live = _live_state(entry, data_dir)
+        if view is not None and live == "running":
+            brokers, active = view
+            if entry["role"] == "broker":
+                live += ", registered" if entry["id"] in brokers else ", not registered"
+            elif entry["role"] == "controller":
+                live += ", active" if entry["id"] == active else ", standing by"
+        if entry["role"] == "broker" and live.startswith("running"):
+            running_brokers.append(f"{entry['host']}:{entry['port']}")
+        pid = str(entry.get("pid") or "-") if not live.startswith("not") else "-"
+        log = entry.get("log") or ""
+        if log.startswith(os.getcwd() + os.sep):
+            log = os.path.relpath(log)
+        rows.append((entry["role"], str(entry["id"]), pid, live, f"{entry['host']}:{entry['port']}", log))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        _out("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    if running_brokers:
+        _out(f"bootstrap.servers={','.join(running_brokers)}")
+    if view is None:
+        _out("(ZooKeeper does not answer: registrations and the active controller unknown)")
+    return 0
+
+
+def _signal_node(
+    command: str, entry: dict[str, Any], state: dict[str, Any], data_dir: Path, timeout: float
+) -> int:
+    name = f"{entry['role']} {entry['id']}"
+    pid = entry.get("pid")
+    if _live_state(entry, data_dir) == "not running" or not isinstance(pid, int):
+        _err(f"{name} is not running")
+        return 1
+    if command == "pause":
+        signal_pid(pid, signal.SIGSTOP)
+        _out(f"paused {name} (pid {pid}); `samsa up resume {entry['role']} {entry['id']}` resumes it")
+        if entry["role"] != "zookeeper":
+            _err("its ZooKeeper session expires after zookeeper.session.timeout.ms: it is then deregistered")
+        return 0
+    if command == "resume":
+        signal_pid(pid, signal.SIGCONT)
+        _out(f"resumed {name} (pid {pid})")
+        return 0
+    if command == "kill":
+        signal_pid(pid, signal.SIGKILL)
+        if wait_gone([pid], 10.0):
+            _err(f"{name} (pid {pid}) is still there after SIGKILL")
+            return 1
+        _out(f"killed {name} (pid {pid})")
+        if entry["role"] == "broker":
+            _err(
+                "its leaderships move once its ZooKeeper session expires (zookeeper.session.timeout.ms, "
+                f"6 s by default); `samsa up start broker {entry['id']}` brings it back"
+            )
+        return 0
+    if entry["role"] == "broker":
+        others = [
+            n
+            for n in state.get("nodes", [])
+            if n["role"] == "broker" and n["id"] != entry["id"] and _live_state(n, data_dir) == "running"
+        ]
+        controllers = [
+            n
+            for n in state.get("nodes", [])
+            if n["role"] == "controller" and _live_state(n, data_dir) == "running"
+        ]
+        if not controllers:
+            _err(f"no controller is running: {name} shuts down without a controlled shutdown")
+        elif not others:
+            _err(
+                f"{name} is the last broker running: its controlled shutdown cannot hand its partitions' "
+                "leadership to anyone and retries (controlled.shutdown.max.retries x "
+                "controlled.shutdown.retry.backoff.ms) before it gives up; "
+                f"`samsa up kill broker {entry['id']}` does not wait"
+            )
+        else:
+            _err(f"waiting for {name} to move its leaderships (controlled shutdown) and exit")
+    signal_pid(pid, signal.SIGCONT)
+    signal_pid(pid, signal.SIGTERM)
+    if wait_gone([pid], timeout):
+        _err(
+            f"{name} (pid {pid}) is still running after {timeout:g} s; "
+            f"`samsa up kill {entry['role']} {entry['id']}`"
+        )
+        return 1
+    _out(f"stopped {name} (pid {pid})")
+    return 0
+
+
+def _ask_supervisor(command: str, role: str, node_id: int, data_dir: Path, timeout: float) -> int:
+    if not owner_running(data_dir):
+        _err(
+            f"no samsa up is running on {data_dir}, so nothing would supervise a {role} started now; "
+            f"`samsa up --data-dir {data_dir}` starts the cluster again"
+        )
+        return 1
+    control = data_dir / CONTROL_DIR
+    control.mkdir(exist_ok=True)
+    name = uuid.uuid4().hex
+    temporary = control / f"{name}.tmp"
+    temporary.write_text(json.dumps({"action": command, "role": role, "id": node_id}))
+    temporary.replace(control / f"{name}.request")
+    response = control / f"{name}.response"
+    deadline = time.monotonic() + max(timeout, REQUEST_TIMEOUT)
+    while not response.exists():
+        if time.monotonic() > deadline or not owner_running(data_dir):
+            (control / f"{name}.request").unlink(missing_ok=True)
+            _err(f"samsa up on {data_dir} did not answer (it may be stopping)")
+            return 1
+        time.sleep(0.1)
+    answer = json.loads(response.read_text())
+    response.unlink(missing_ok=True)
+    if not answer["ok"]:
+        _err(answer["message"])
+        return 1
+    _out(f"{'restarted' if command == 'restart' else 'started'} {answer['message']}")
+    return 0
+
+
+def node_command(argv: list[str]) -> int:
+    command = argv[0]
+    args = _node_parser(command).parse_args(argv[1:])
+    data_dir = Path(args.data_dir).resolve()
+    state = read_state(data_dir)
+    if state is None:
+        _err(f"no cluster has run in {data_dir} (there is no {data_dir / 'cluster.json'})")
+        return 1
+    if command == "status":
+        return status(data_dir, state)
+    node_id = args.id if args.id is not None else (1 if args.role == "zookeeper" else None)
+    if node_id is None:
+        _err(f"samsa up {command} {args.role} needs an id")
+        return 2
+    nodes = state.get("nodes", [])
+    entry = next((n for n in nodes if n["role"] == args.role and n["id"] == node_id), None)
+    if entry is None:
+        known = sorted(n["id"] for n in nodes if n["role"] == args.role)
+        _err(f"the cluster in {data_dir} has no {args.role} {node_id} ({args.role} ids: {known})")
+        return 1
+    if command in ("start", "restart"):
+        return _ask_supervisor(command, args.role, node_id, data_dir, args.timeout)
+    return _signal_node(command, entry, state, data_dir, args.timeout)
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in NODE_COMMANDS:
+        return node_command(argv)
+    return up(argv)

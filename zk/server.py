@@ -1,6 +1,9 @@
-"""Starts a standalone ZooKeeper server from Debian's ``zookeeper`` package, for ``samsa up`` and tests.
+"""Starts a standalone ZooKeeper server, for ``LocalCluster`` (``samsa up``, the tests) and nothing else.
 
-The server runs as ``java -cp zookeeper.jar ... ZooKeeperServerMain zoo.cfg`` (no init scripts), with
+The ZooKeeper is Debian's ``zookeeper`` package (``/usr/share/java/zookeeper.jar``), or an unpacked Apache
+ZooKeeper release named by ``ZOOKEEPER_HOME`` (its ``lib/*.jar``), which wins when set; Java is
+``$JAVA_HOME/bin/java`` or ``java`` on the PATH. The server runs as ``java -cp ... ZooKeeperServerMain
+zoo.cfg`` (no init scripts), with
 the admin HTTP server off (it would claim port 8080) and the txn log written without fsync (ZooKeeper
 survives its own kill -9, not an OS crash: fine for development). Readiness is ``srvr`` answering with
 a ``Mode:`` line; ``ruok`` answers before the database is loaded.
@@ -14,14 +17,46 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 LOG_BINDING_JAR = Path("/usr/share/java/slf4j-simple.jar")
 
 
+INSTALL_HINT = (
+    "install Debian's zookeeper package (apt-get install zookeeper, which brings Java too), or set "
+    "ZOOKEEPER_HOME to an unpacked Apache ZooKeeper release (and have Java 11 or later)"
+)
+
+
 class ZooKeeperNotInstalled(RuntimeError):
     pass
+
+
+def find_java() -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(Path(java_home) / "bin" / "java", os.X_OK):
+        return str(Path(java_home) / "bin" / "java")
+    return shutil.which("java")
+
+
+def find_classpath() -> tuple[str, str | None]:
+    """ZooKeeper's classpath and, for a release, its logback configuration; ZooKeeperNotInstalled
+    (saying what to install) when there is no ZooKeeper."""
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        lib = Path(home) / "lib"
+        if not any(lib.glob("zookeeper-*.jar")):
+            raise ZooKeeperNotInstalled(f"ZOOKEEPER_HOME={home} has no lib/zookeeper-*.jar: {INSTALL_HINT}")
+        logback = Path(home) / "conf" / "logback.xml"
+        return f"{lib}/*", str(logback) if logback.exists() else None
+    if not ZOOKEEPER_JAR.exists():
+        raise ZooKeeperNotInstalled(
+            f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): {INSTALL_HINT}"
+        )
+    jars = [ZOOKEEPER_JAR, LOG_BINDING_JAR] if LOG_BINDING_JAR.exists() else [ZOOKEEPER_JAR]
+    return ":".join(map(str, jars)), None
 
 
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 0.5) -> bytes:
@@ -37,11 +72,19 @@ def four_letter_word(host: str, port: int, word: bytes, timeout: float = 0.5) ->
 class ZooKeeperServer:
     """One standalone server; ``start()`` returns once it serves, ``stop()`` ends it by PID."""
 
-    def __init__(self, data_dir: Path, port: int, host: str = "127.0.0.1", tick_ms: int = 500) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        host: str = "127.0.0.1",
+        tick_ms: int = 500,
+        preexec_fn: Callable[[], object] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.host = host
         self.tick_ms = tick_ms
+        self.preexec_fn = preexec_fn  # run in the child before exec (LocalCluster: die with the parent)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -77,11 +120,13 @@ class ZooKeeperServer:
         return config
 
     def start(self, timeout: float = 30.0) -> None:
-        java = shutil.which("java")
-        if not ZOOKEEPER_JAR.exists() or java is None:
-            raise ZooKeeperNotInstalled(f"{ZOOKEEPER_JAR} or java is missing: apt-get install zookeeper")
+        classpath, logback = find_classpath()
+        java = find_java()
+        if java is None:
+            raise ZooKeeperNotInstalled(
+                f"java is missing (neither $JAVA_HOME/bin/java nor on the PATH): {INSTALL_HINT}"
+            )
         config = self._write_config()
-        classpath = f"{ZOOKEEPER_JAR}:{LOG_BINDING_JAR}" if LOG_BINDING_JAR.exists() else str(ZOOKEEPER_JAR)
         command = [
             java,
             "-Xms16m",
@@ -92,16 +137,24 @@ class ZooKeeperServer:
             "-XX:CICompilerCount=1",
             "-XX:-UsePerfData",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *([f"-Dlogback.configurationFile={logback}"] if logback else []),
             "-cp",
             classpath,
             "org.apache.zookeeper.server.ZooKeeperServerMain",
             str(config),
         ]
         log = open(self.data_dir / "zookeeper.log", "ab")  # handed to the child
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=self.preexec_fn,
+            )
+        finally:
+            log.close()
         (self.data_dir / "zookeeper.pid").write_text(f"{self.process.pid}\n")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

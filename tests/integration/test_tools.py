@@ -1,9 +1,12 @@
 """The command-line tools against real clusters: ``samsa up`` (processes, readiness, busy ports, a child
-that dies, shutdown by SIGTERM, a re-run on the same data dir), ``samsa topics`` (kafka-topics.sh's
-outputs, messages and exit codes) and the console producer and consumer (round trips with keys)."""
+that dies, shutdown by SIGTERM, a re-run on the same data dir, overrides for every broker or one, the
+node commands on a running cluster, saved overrides, a data dir of more brokers), ``samsa topics``
+(kafka-topics.sh's outputs, messages and exit codes) and the console producer and consumer (round trips
+with keys)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import re
@@ -59,10 +62,14 @@ def pid_alive(pid: int) -> bool:
 class Up:
     """``samsa up`` as a child process; its stdout lines are collected by a thread."""
 
-    def __init__(self, data_dir: Path, brokers: int = 3, controllers: int = 2) -> None:
+    def __init__(
+        self, data_dir: Path, brokers: int = 3, controllers: int = 2, extra: tuple[str, ...] = ()
+    ) -> None:
         self.data_dir = data_dir
         self.brokers = brokers
         self.controllers = controllers
+        self.extra = list(extra)
+        self._stderr: str | None = None
         self.zookeeper_port = free_port()
         self.base_port = free_ports(brokers)
         self.lines: list[str] = []
@@ -78,6 +85,7 @@ class Up:
             "--controllers", str(self.controllers),
             "--zookeeper-port", str(self.zookeeper_port),
             "--base-port", str(self.base_port),
+            *self.extra,
         ]  # fmt: skip
 
     def start(self, timeout: float = 60.0) -> str:
@@ -113,7 +121,11 @@ class Up:
 
     def stderr(self) -> str:
         assert self.process is not None and self.process.stderr is not None
-        return self.process.stderr.read() if self.process.poll() is not None else "(still running)"
+        if self.process.poll() is None:
+            return "(still running)"
+        if self._stderr is None:
+            self._stderr = self.process.stderr.read()
+        return self._stderr
 
     def stop(self, timeout: float = 90.0) -> int:
         """SIGTERM by PID; waits for it; then makes sure no child is left (killing any by PID)."""
@@ -192,8 +204,10 @@ def test_up_starts_every_process_reports_a_death_and_stops_them_all(tmp_path: Pa
         code = up.stop()
     assert code == 0, up.stderr()
     assert not [key for key, pid in up.pids.items() if pid_alive(pid)]
+    # The controllers first: the brokers then skip a controlled shutdown nothing could take over from.
     stopped = [line.split()[1] for line in up.lines if line.startswith("stopped ")]
-    assert stopped == ["broker", "controller", "controller", "zookeeper"], up.lines
+    assert stopped == ["controller", "controller", "broker", "zookeeper"], up.lines
+    assert "waiting for broker 1 to flush its logs" in up.stderr(), up.stderr()
 
 
 @pytest.mark.parametrize("busy", ["zookeeper", "broker"])
@@ -239,6 +253,103 @@ def test_up_again_on_the_same_data_dir_keeps_topics_and_data(tmp_path: Path) -> 
         assert sorted(consumed.stdout.splitlines()) == sorted(f"k{i}\tv{i}" for i in range(10)), consumed
     finally:
         assert second.stop() == 0
+
+
+def test_up_overrides_reach_every_broker_or_the_one_named(tmp_path: Path) -> None:
+    up = Up(tmp_path / "run", brokers=2, controllers=1, extra=(
+        "--override", "num.partitions=2", "--override", "log.retention.ms=600000",
+        "--broker-override", "2:broker.rack=rack-b",
+    ))  # fmt: skip
+    try:
+        bootstrap = up.start()
+        produced = samsa("console-producer", "--bootstrap-server", bootstrap, "--topic", "auto", stdin="x\n")
+        assert produced.returncode == 0, produced
+        out = describe_until(bootstrap, "auto", lambda out: "PartitionCount" in out)
+        assert "PartitionCount: 2\tReplicationFactor: 2" in out, out  # auto-created: num.partitions=2
+        racks = asyncio.run(broker_racks(bootstrap))
+        assert racks == {1: None, 2: "rack-b"}
+        one = (up.data_dir / "broker-1" / "server.properties").read_text()
+        two = (up.data_dir / "broker-2" / "server.properties").read_text()
+        assert "num.partitions=2" in one and "log.retention.ms=600000" in two
+        assert "broker.rack" not in one and "broker.rack=rack-b" in two
+    finally:
+        assert up.stop() == 0
+
+
+async def broker_racks(bootstrap: str) -> dict[int, str | None]:
+    from tools.admin_client import AdminClient
+
+    async with AdminClient(bootstrap) as admin:
+        response = await admin.metadata([])
+    return {b.node_id: b.rack for b in response.brokers}
+
+
+def up_command(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return samsa("up", *args, "--data-dir", str(data_dir), timeout=150)
+
+
+def test_up_node_commands_act_on_the_running_cluster(tmp_path: Path) -> None:
+    up = Up(tmp_path / "run", brokers=2, controllers=1)
+    try:
+        up.start()
+        status = up_command(up.data_dir, "status")
+        assert "supervised by samsa up" in status.stdout, status
+        assert re.search(r"^broker +2 +\d+ +running, registered ", status.stdout, re.M), status.stdout
+        assert re.search(r"^controller +9001 +\d+ +running, active ", status.stdout, re.M), status.stdout
+
+        old_pid = up.pids[("broker", 2)]
+        killed = up_command(up.data_dir, "kill", "broker", "2")
+        assert killed.returncode == 0 and f"killed broker 2 (pid {old_pid})" in killed.stdout, killed
+        up.wait_for_line(lambda line: line == "exited broker 2 code=-9")
+        status = up_command(up.data_dir, "status")
+        assert re.search(r"^broker +2 +- +not running ", status.stdout, re.M), status.stdout
+
+        # The running samsa up starts it, so it supervises it (and stops it at the end) like the others.
+        restarted = up_command(up.data_dir, "start", "broker", "2")
+        assert restarted.returncode == 0, restarted
+        line = up.wait_for_line(lambda line: line.startswith("started broker 2 pid="))
+        new_pid = int(line.rpartition("=")[2])
+        assert new_pid != old_pid and pid_alive(new_pid)
+        assert f"started broker 2 serves on 127.0.0.1:{up.base_port + 1} (pid {new_pid})" in restarted.stdout
+        again = up_command(up.data_dir, "start", "broker", "2")
+        assert again.returncode == 1 and "already running" in again.stderr, again
+
+        restarted = up_command(up.data_dir, "restart", "broker", "2")
+        assert restarted.returncode == 0, restarted
+        up.wait_for_line(lambda line: line == "stopped broker 2 code=0")
+        line = up.wait_for_line(lambda line: line.startswith("started broker 2 pid="))
+        assert int(line.rpartition("=")[2]) != new_pid and not pid_alive(new_pid)
+        status = up_command(up.data_dir, "status")
+        assert re.search(r"^broker +2 +\d+ +running, registered ", status.stdout, re.M), status.stdout
+    finally:
+        assert up.stop() == 0
+    assert not [key for key, pid in up.pids.items() if pid_alive(pid)]
+    status = up_command(up.data_dir, "status")
+    assert "no samsa up is running" in status.stdout and "running," not in status.stdout, status.stdout
+
+
+def test_up_keeps_its_overrides_and_refuses_a_data_dir_of_more_brokers(tmp_path: Path) -> None:
+    data_dir = tmp_path / "run"
+    first = Up(data_dir, brokers=2, controllers=1, extra=("--override", "num.partitions=2"))
+    try:
+        first.start()
+    finally:
+        assert first.stop() == 0
+
+    smaller = Up(data_dir, brokers=1, controllers=1)
+    refused = subprocess.run(smaller.command(), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and refused.stdout == "", refused
+    assert "holds the data of a 2-broker cluster" in refused.stderr and "--fresh" in refused.stderr
+
+    second = Up(data_dir, brokers=2, controllers=1)  # no overrides given: the saved ones stay
+    try:
+        second.start()
+        assert "num.partitions=2" in (data_dir / "broker-2" / "server.properties").read_text()
+    finally:
+        assert second.stop() == 0
+    assert "keeping the settings of the last run" in second.stderr() and "--override num.partitions=2" in (
+        second.stderr()
+    )
 
 
 # -- samsa topics ---------------------------------------------------------------------------------------
