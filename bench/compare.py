@@ -1,10 +1,11 @@
 """``make bench``: Samsa next to Tansu, measured in the same run with the shared load generator.
 
 It runs ``../shared/bench/run-bench`` with the same workloads and options against, one after the other:
-Tansu 0.6 (``../shared/bench/tansu-ref``, memory storage); a one-broker Samsa cluster (``samsa up
---brokers 1 --controllers 1``, data on disk in a temporary dir); and, with ``--cluster``, a three-broker
-Samsa cluster, produce only, at replication factor 3 (acks=all next to acks=1, broker CPU summed over
-the three brokers). Only one of them runs at a time, each on ports found free just before it starts.
+Tansu 0.6 (``../shared/bench/tansu-ref``, memory storage); a one-broker Samsa cluster (``LocalCluster``
+of tools/local_cluster.py, as ``samsa up --brokers 1`` starts it, data on disk in a temporary dir); and,
+with ``--cluster``, a three-broker Samsa cluster, produce only, at replication factor 3 (acks=all next to
+acks=1, broker CPU summed over the three brokers). Only one of them runs at a time, each on ports found
+free just before it starts.
 
 It prints each figure with its ratio Samsa/Tansu and broker CPU-seconds per million messages, then each
 goal of the performance issue as met / not met / missing, and writes ``bench/results/compare-<date>.json``
@@ -44,9 +45,13 @@ from typing import Any
 
 if __package__:  # imported as bench.compare (the tests)
     from bench import consume_backoff, e2e_latency
-else:  # run as bench/compare.py
+else:  # run as bench/compare.py: the repository's packages (tools.local_cluster) from its root too
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import consume_backoff
     import e2e_latency
+
+from tools.local_cluster import LocalCluster, LocalClusterError
+from tools.local_cluster_nodes import command_line, pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -54,8 +59,7 @@ README = ROOT / "bench" / "README.md"
 SHARED = ROOT.parent / "shared" / "bench"
 README_START, README_END = "<!-- compare:latest -->", "<!-- /compare:latest -->"
 HOST = "127.0.0.1"
-SAMSA_START_TIMEOUT = 150.0  # `samsa up` itself gives its cluster 90 s
-SAMSA_STOP_TIMEOUT = 120.0  # `samsa up` allows 60 s per broker's controlled shutdown, then 20 s more
+SAMSA_START_TIMEOUT = 150.0  # `samsa up` gives its cluster 90 s
 TANSU, SAMSA, SAMSA_RF3 = "tansu", "samsa", "samsa-rf3"
 
 Figures = dict[str, float | None]
@@ -468,27 +472,10 @@ def free_port_run(count: int) -> int:
     raise BenchError(f"found no {count} consecutive free ports")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def _kill_if_ours(pid: int, marker: str) -> None:
     """SIGKILL ``pid`` if it still runs and its command line names ``marker`` (our temporary dir), so
     that a PID reused by somebody else's process is left alone."""
-    if _pid_alive(pid) and marker in _cmdline(pid):
+    if pid_alive(pid) and marker in command_line(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -619,89 +606,52 @@ class Tansu:
                 [str(self.script), "stop"], env=self._env(), capture_output=True, timeout=30, check=False
             )
             deadline = time.monotonic() + 10
-            while _pid_alive(pid) and time.monotonic() < deadline:
+            while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             _kill_if_ours(pid, str(self.home))
 
 
 class Samsa:
-    """A Samsa cluster through ``samsa up``: ZooKeeper, one controller and ``brokers`` brokers."""
+    """A Samsa cluster as ``samsa up`` runs it (tools/local_cluster.py's ``LocalCluster``): ZooKeeper, one
+    controller and ``brokers`` brokers, the brokers and ZooKeeper on ports below the ephemeral range."""
 
     def __init__(self, workdir: Path, name: str, brokers: int) -> None:
         self.data_dir = workdir / name
-        self.log_path = workdir / f"{name}-up.log"
         self.brokers = brokers
-        self.process: subprocess.Popen[bytes] | None = None
-        self.pids: dict[str, int] = {}  # "broker 1", "controller 9001", "zookeeper 1" -> pid
+        self.cluster: LocalCluster | None = None
         self.bootstrap = ""
 
     @property
     def broker_pids(self) -> list[int]:
-        return [pid for name, pid in self.pids.items() if name.startswith("broker ")]
+        if self.cluster is None:
+            return []
+        return [b.pid for b in self.cluster.brokers.values() if b.pid is not None]
 
     def start(self) -> None:
         base = free_port_run(self.brokers + 1)  # the brokers, then ZooKeeper
-        command = [
-            sys.executable,
-            "-m",
-            "tools",
-            "up",
-            "--brokers",
-            str(self.brokers),
-            "--controllers",
-            "1",
-            "--data-dir",
-            str(self.data_dir),
-            "--base-port",
-            str(base),
-            "--zookeeper-port",
-            str(base + self.brokers),
-            "--host",
-            HOST,
-        ]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + SAMSA_START_TIMEOUT
-        while time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")
-            self.pids = {
-                f"{m[1]} {m[2]}": int(m[3])
-                for m in re.finditer(r"^started (\w+) (\d+) pid=(\d+)", text, re.M)
-            }
-            found = re.search(r"^bootstrap\.servers=(\S+)", text, re.M)
-            if found:
-                self.bootstrap = found.group(1)
-                print(
-                    f"# samsa up: {self.brokers} broker(s) at {self.bootstrap}, pids {self.pids}", flush=True
-                )
-                return
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)
-        tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-10:])
-        raise BenchError(f"samsa up did not get ready; the end of {self.log_path}:\n{tail}")
+        self.cluster = LocalCluster(
+            self.data_dir,
+            brokers=self.brokers,
+            controllers=1,
+            host=HOST,
+            broker_ports=range(base, base + self.brokers),
+            zookeeper_port=base + self.brokers,
+            startup_timeout=SAMSA_START_TIMEOUT,
+            report=lambda kind, text: kind == "event" and print(f"# samsa: {text}", flush=True),
+        )
+        try:
+            self.cluster.start()
+        except LocalClusterError as e:
+            raise BenchError(f"the Samsa cluster did not get ready: {e}") from None
+        self.bootstrap = self.cluster.bootstrap
+        pids = self.cluster.pids()
+        print(f"# samsa: {self.brokers} broker(s) at {self.bootstrap}, pids {pids}", flush=True)
 
     def stop(self) -> None:
-        if self.process is None:
+        if self.cluster is None:
             return
         with _no_interrupt():
-            if self.process.poll() is None:
-                self.process.terminate()  # stops brokers, then controllers, then ZooKeeper
-                try:
-                    self.process.wait(SAMSA_STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait()
-            # ZooKeeper runs in a session of its own and would outlive a killed `samsa up`.
-            for pid in self.pids.values():
-                _kill_if_ours(pid, str(self.data_dir))
+            self.cluster.stop()  # by PID: the controller, then the brokers, then ZooKeeper
 
 
 def _stop_group(process: subprocess.Popen[str]) -> None:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bench import consume_backoff
-from tests.harness import Cluster
+from tests.support.cluster import Cluster
 
 
 def _stats(rxmsgs: int) -> str:
@@ -36,6 +36,7 @@ def test_idle_share_counts_intervals_without_messages_between_the_first_and_the_
     assert consume_backoff.idle_share('% Stats: { "name": "rdkafka#consumer-1", broken', total=1) is None
 
 
+@pytest.mark.integration
 def test_a_run_against_a_broker_consumes_every_message(one_broker: Cluster) -> None:
     pytest.importorskip(
         "confluent_kafka", reason="the probe creates its topic with confluent-kafka's admin client"

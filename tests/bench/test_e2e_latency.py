@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import e2e_latency
-from tests.harness import Cluster
+from tests.support.cluster import Cluster
 
 
 def test_nearest_rank_percentiles() -> None:
@@ -20,6 +20,7 @@ def test_nearest_rank_percentiles() -> None:
     assert e2e_latency.summary([]) == {"p50": None, "p90": None, "p99": None, "p999": None, "max": None}
 
 
+@pytest.mark.integration
 def test_a_run_against_a_broker_receives_every_message(one_broker: Cluster) -> None:
     pytest.importorskip("confluent_kafka", reason="the probe's clients are confluent-kafka's")
     result = e2e_latency.measure(one_broker.bootstrap, rate=500, seconds=2.0)

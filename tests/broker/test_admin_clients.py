@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from tests.broker.test_admin_cluster import AdminCluster, admin_cluster
+from tests.support.admin_cluster import AdminCluster, admin_cluster
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration

@@ -1,24 +1,19 @@
 """The admin APIs on a real cluster (ZooKeeper, a ``samsa controller``, brokers), spoken to in the Kafka
 protocol at every advertised version: what the brokers answer and what they write to ZooKeeper.
 
-``AdminCluster`` (here, used by the other ``test_admin_*`` modules too) starts the processes on free
-ports under a ZooKeeper chroot of its own and stops them by PID."""
+The cluster is tests/support/admin_cluster.py's ``AdminCluster`` (a LocalCluster on a ZooKeeper chroot of
+its own), started once for the module."""
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-import json
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
@@ -36,134 +31,11 @@ from protocol.messages import (
     ProduceRequest,
 )
 from protocol.record_batch import Record, encode_batch
-from tests.harness import BrokerProcess, ControllerProcess, RawClient
+from tests.support.admin_cluster import AdminCluster, admin_cluster
 from zk.server import ZooKeeperServer
 from zk.znodes import parse_topic_id
 
-_chroots = itertools.count()
-
-
-class AdminCluster:
-    """ZooKeeper (a chroot of the shared server), one controller and ``size`` brokers (ids 1..size)."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        zookeeper: str,
-        size: int = 3,
-        broker_overrides: dict[str, str] | None = None,
-        racks: dict[int, str] | None = None,
-    ) -> None:
-        self.workdir = workdir
-        self.zookeeper = zookeeper
-        self.controller = ControllerProcess(
-            workdir, 9001, zookeeper, {"zookeeper.session.timeout.ms": "6000"}
-        )
-        self.brokers = [
-            BrokerProcess(
-                workdir / f"broker-{i}",
-                zookeeper,
-                i,
-                {
-                    "num.partitions": "1",
-                    "log.cleaner.enable": "false",
-                    # The last brokers to stop still lead partitions; waiting for leadership to move is
-                    # for the shutdown tests, not these.
-                    "controlled.shutdown.enable": "false",
-                    **({"broker.rack": racks[i]} if racks and i in racks else {}),
-                    **(broker_overrides or {}),
-                },
-            )
-            for i in range(1, size + 1)
-        ]
-        self.zk: KazooClient | None = None
-        self._clients: list[RawClient] = []
-
-    def start(self) -> AdminCluster:
-        try:
-            self.controller.start()
-            for broker in self.brokers:
-                broker.start()
-            self.zk = KazooClient(hosts=self.zookeeper)
-            self.zk.start(timeout=10)
-            self.wait_for(self._all_brokers_known, 20, "the controller to announce every broker")
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        for client in self._clients:
-            client.close()
-        self._clients.clear()
-        if self.zk is not None:
-            self.zk.stop()
-            self.zk.close()
-            self.zk = None
-        for broker in self.brokers:
-            broker.stop()
-        self.controller.stop()
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers)
-
-    def client(self, broker_id: int = 1) -> RawClient:
-        client = RawClient(self.brokers[broker_id - 1].bootstrap, timeout=30)
-        self._clients.append(client)
-        return client
-
-    def request(self, api_key: int, version: int, body: object, broker_id: int = 1) -> Any:
-        return self.client(broker_id).request(api_key, version, body)
-
-    def metadata(self, topics: list[str] | None, broker_id: int = 1) -> Any:
-        wanted = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-        body = MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
-        return self.request(ApiKey.METADATA, 12, body, broker_id)
-
-    def _all_brokers_known(self) -> bool:
-        return all(len(self.metadata([], b.broker_id).brokers) == len(self.brokers) for b in self.brokers)
-
-    def leaders_everywhere(self, topic: str, partitions: int) -> bool:
-        """Every broker's metadata shows ``partitions`` partitions of ``topic``, each with a leader."""
-        for broker in self.brokers:
-            found = self.metadata([topic], broker.broker_id).topics[0]
-            if found.error_code or len(found.partitions) != partitions:
-                return False
-            if any(p.leader_id < 0 for p in found.partitions):
-                return False
-        return True
-
-    @staticmethod
-    def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.05)
-
-    def znode(self, path: str) -> Any:
-        """The JSON at ``path``, or None when the node does not exist."""
-        assert self.zk is not None
-        try:
-            data, _ = self.zk.get(path)
-        except NoNodeError:
-            return None
-        return json.loads(data) if data else {}
-
-    def logs(self) -> str:
-        return "\n".join([self.controller.log(), *(b.log() for b in self.brokers)])
-
-
-@contextlib.contextmanager
-def admin_cluster(base: Path, server: ZooKeeperServer, **kwargs: Any) -> Iterator[AdminCluster]:
-    """A started AdminCluster in a fresh chroot, stopped on exit."""
-    chroot = f"{server.connect_string}/samsa-admin-{next(_chroots)}-{uuid.uuid4().hex[:6]}"
-    cluster = AdminCluster(base, chroot, **kwargs).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

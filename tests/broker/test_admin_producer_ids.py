@@ -13,6 +13,8 @@ from protocol.errors import ErrorCode, KafkaError
 from zk import znodes
 from zk.client import ZkClient
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 async def zk(zookeeper: str) -> AsyncIterator[ZkClient]:

@@ -30,7 +30,7 @@ from tests.broker.controller_requests import (
     stop_replica,
     update_metadata,
 )
-from tests.harness import BrokerProcess
+from tools.local_cluster import BrokerNode
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ TOPIC_ID = uuid.uuid4()
 INT32_MAX = 2**31 - 1
 
 
-async def _send(broker: BrokerProcess, key: int, version: int, body: object) -> object:
+async def _send(broker: BrokerNode, key: int, version: int, body: object) -> object:
     client = NetworkClient("127.0.0.1", broker.port, "test-controller")
     try:
         return await client.send(api(key), version, body)
@@ -50,7 +50,7 @@ def _partition_errors(response: object) -> dict[int, int]:
     return {e.partition_index: e.error_code for t in response.topics for e in t.partition_errors}
 
 
-def _refusals(broker: BrokerProcess, api_name: str, error: str) -> list[str]:
+def _refusals(broker: BrokerNode, api_name: str, error: str) -> list[str]:
     """The broker's log lines refusing ``api_name`` with ``error``, each naming the peer."""
     return [
         line
@@ -60,14 +60,14 @@ def _refusals(broker: BrokerProcess, api_name: str, error: str) -> list[str]:
 
 
 @pytest.fixture
-def epoch(broker: BrokerProcess, zookeeper: str) -> int:
+def epoch(broker: BrokerNode, zookeeper: str) -> int:
     """Makes the test the active controller (id 9001, epoch 1); returns the broker's epoch."""
     become_controller(zookeeper)
     return read_broker_epoch(zookeeper, broker.broker_id)
 
 
 async def test_an_older_controller_epoch_is_refused_and_changes_nothing(
-    broker: BrokerProcess, zookeeper: str
+    broker: BrokerNode, zookeeper: str
 ) -> None:
     become_controller(zookeeper, epoch=5)
     be = read_broker_epoch(zookeeper, broker.broker_id)
@@ -111,11 +111,11 @@ async def test_an_older_controller_epoch_is_refused_and_changes_nothing(
         update_metadata(me, "t", {0: [1]}, controller_epoch=5, broker_epoch=be),
     )
     assert current.error_code == ErrorCode.NONE
-    assert (broker.workdir / "logs" / "t-0").is_dir()
+    assert (broker.log_dir / "t-0").is_dir()
 
 
 async def test_a_leader_epoch_that_is_not_newer_is_refused_per_partition(
-    broker: BrokerProcess, epoch: int
+    broker: BrokerNode, epoch: int
 ) -> None:
     first = leader_and_isr("t", {0: [1], 1: [1]}, leader_epoch=3, topic_id=TOPIC_ID, broker_epoch=epoch)
     assert _partition_errors(await _send(broker, ApiKey.LEADER_AND_ISR, 6, first)) == {0: 0, 1: 0}
@@ -136,21 +136,21 @@ async def test_a_leader_epoch_that_is_not_newer_is_refused_per_partition(
     assert {e.partition_index: e.error_code for e in fenced.partition_errors} == {
         0: ErrorCode.FENCED_LEADER_EPOCH
     }
-    assert (broker.workdir / "logs" / "t-0").is_dir()
+    assert (broker.log_dir / "t-0").is_dir()
 
 
 async def test_a_request_for_an_earlier_incarnation_of_the_broker_is_refused(
-    broker: BrokerProcess, epoch: int
+    broker: BrokerNode, epoch: int
 ) -> None:
     # The broker epoch is the czxid of the broker's registration; a request naming an older one was
     # meant for the broker as it was before a restart or a lost session.
     request = leader_and_isr("t", {0: [1]}, topic_id=TOPIC_ID, broker_epoch=1)
     response = await _send(broker, ApiKey.LEADER_AND_ISR, 6, request)
     assert response.error_code == ErrorCode.STALE_BROKER_EPOCH
-    assert not (broker.workdir / "logs" / "t-0").exists()
+    assert not (broker.log_dir / "t-0").exists()
 
 
-async def test_a_request_without_a_broker_epoch_is_refused(broker: BrokerProcess, epoch: int) -> None:
+async def test_a_request_without_a_broker_epoch_is_refused(broker: BrokerNode, epoch: int) -> None:
     created = leader_and_isr("t", {0: [1]}, topic_id=TOPIC_ID, broker_epoch=epoch)
     assert (await _send(broker, ApiKey.LEADER_AND_ISR, 6, created)).error_code == ErrorCode.NONE
     # -1, or a version from before KIP-380 that has no field for it: Samsa's controller always sends it.
@@ -170,12 +170,10 @@ async def test_a_request_without_a_broker_epoch_is_refused(broker: BrokerProcess
     metadata = await _send(broker, ApiKey.UPDATE_METADATA, 4, update_metadata(me, "t", {0: [1]}))
     assert metadata.error_code == ErrorCode.STALE_BROKER_EPOCH
     assert len(_refusals(broker, "StopReplica", "STALE_BROKER_EPOCH")) == 2
-    assert (broker.workdir / "logs" / "t-0").is_dir()
+    assert (broker.log_dir / "t-0").is_dir()
 
 
-async def test_a_broker_epoch_zookeeper_does_not_confirm_is_refused(
-    broker: BrokerProcess, epoch: int
-) -> None:
+async def test_a_broker_epoch_zookeeper_does_not_confirm_is_refused(broker: BrokerNode, epoch: int) -> None:
     created = leader_and_isr("t", {0: [1]}, topic_id=TOPIC_ID, broker_epoch=epoch)
     assert (await _send(broker, ApiKey.LEADER_AND_ISR, 6, created)).error_code == ErrorCode.NONE
     # Newer than the broker's: possible for a moment after it registers again, so ZooKeeper is asked.
@@ -183,10 +181,10 @@ async def test_a_broker_epoch_zookeeper_does_not_confirm_is_refused(
     assert (await _send(broker, ApiKey.STOP_REPLICA, 3, forged)).error_code == ErrorCode.STALE_BROKER_EPOCH
     [line] = _refusals(broker, "StopReplica", "STALE_BROKER_EPOCH")
     assert f"broker epoch {epoch + 1000}, which is neither ours ({epoch})" in line
-    assert (broker.workdir / "logs" / "t-0").is_dir()
+    assert (broker.log_dir / "t-0").is_dir()
 
 
-async def test_a_controller_zookeeper_does_not_name_is_refused(broker: BrokerProcess, epoch: int) -> None:
+async def test_a_controller_zookeeper_does_not_name_is_refused(broker: BrokerNode, epoch: int) -> None:
     me = {1: ("127.0.0.1", broker.port)}
     impostor = FAKE_CONTROLLER_ID + 1
     responses = [
@@ -210,29 +208,29 @@ async def test_a_controller_zookeeper_does_not_name_is_refused(broker: BrokerPro
         ),
     ]
     assert [r.error_code for r in responses] == [ErrorCode.STALE_CONTROLLER_EPOCH] * 3
-    assert not (broker.workdir / "logs" / "t-0").exists()
+    assert not (broker.log_dir / "t-0").exists()
     for name in ("LeaderAndIsr", "UpdateMetadata", "StopReplica"):
         [line] = _refusals(broker, name, "STALE_CONTROLLER_EPOCH")
         assert "ZooKeeper names controller 9001 at epoch 1, not controller 9002 at epoch 1" in line
 
 
 async def test_a_higher_controller_epoch_than_zookeepers_is_refused_not_adopted(
-    broker: BrokerProcess, epoch: int
+    broker: BrokerNode, epoch: int
 ) -> None:
     forged = leader_and_isr("t", {0: [1]}, controller_epoch=INT32_MAX, topic_id=TOPIC_ID, broker_epoch=epoch)
     response = await _send(broker, ApiKey.LEADER_AND_ISR, 6, forged)
     assert response.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-    assert not (broker.workdir / "logs" / "t-0").exists()
+    assert not (broker.log_dir / "t-0").exists()
     [line] = _refusals(broker, "LeaderAndIsr", "STALE_CONTROLLER_EPOCH")
     assert f"ZooKeeper names controller 9001 at epoch 1, not controller 9001 at epoch {INT32_MAX}" in line
     # The real controller's epoch still works: the forged one was not adopted.
     real = leader_and_isr("t", {0: [1]}, topic_id=TOPIC_ID, broker_epoch=epoch)
     assert (await _send(broker, ApiKey.LEADER_AND_ISR, 6, real)).error_code == ErrorCode.NONE
-    assert (broker.workdir / "logs" / "t-0").is_dir()
+    assert (broker.log_dir / "t-0").is_dir()
 
 
 async def test_a_new_controller_zookeeper_confirms_is_accepted_and_the_old_one_refused(
-    broker: BrokerProcess, zookeeper: str, epoch: int
+    broker: BrokerNode, zookeeper: str, epoch: int
 ) -> None:
     old = leader_and_isr("t", {0: [1]}, topic_id=TOPIC_ID, broker_epoch=epoch)
     assert (await _send(broker, ApiKey.LEADER_AND_ISR, 6, old)).error_code == ErrorCode.NONE
@@ -254,11 +252,11 @@ async def test_a_new_controller_zookeeper_confirms_is_accepted_and_the_old_one_r
     assert (
         await _send(broker, ApiKey.STOP_REPLICA, 3, deposed)
     ).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-    assert (broker.workdir / "logs" / "t-0").is_dir()
+    assert (broker.log_dir / "t-0").is_dir()
 
 
 async def test_a_deposed_controller_is_refused_once_zookeeper_names_another(
-    broker: BrokerProcess, zookeeper: str, epoch: int
+    broker: BrokerNode, zookeeper: str, epoch: int
 ) -> None:
     me = {1: ("127.0.0.1", broker.port)}
 

@@ -9,12 +9,15 @@ import gc
 import weakref
 from pathlib import Path
 
+import pytest
+
 from network.frame_buffers import STAGE_SIZE, FrameBuffers, StagingBuffers
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest
-from tests.harness import Cluster, RawClient
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient
 
 MiB = 1 << 20
 
@@ -85,9 +88,10 @@ def _minor_faults(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2 :].split()[7])  # minflt, the 10th field
 
 
+@pytest.mark.integration
 def test_a_broker_takes_a_stream_of_1_mb_produces_without_a_page_fault_per_page(one_broker: Cluster) -> None:
     one_broker.create_topic("large-frames", 1, replication_factor=1)
-    broker = one_broker.brokers[0]
+    broker = one_broker.broker(1)
     client = RawClient(broker.bootstrap)
     records = [record_batch.Record(i, 0, None, b"x" * 1000) for i in range(1000)]
     batch = record_batch.encode_batch(records, base_offset=0)

@@ -14,14 +14,16 @@ import pytest
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ApiVersionsRequest, MetadataRequest
-from tests.harness import BrokerProcess, RawClient
+from tests.support.cluster import lone_broker
+from tests.support.raw_client import RawClient
+from tools.local_cluster import BrokerNode, LocalClusterError
 
 pytestmark = pytest.mark.integration
 
 API_VERSIONS, METADATA = ApiKey.API_VERSIONS, ApiKey.METADATA
 
 
-def _still_serving(broker: BrokerProcess) -> None:
+def _still_serving(broker: BrokerNode) -> None:
     client = RawClient(broker.bootstrap)
     response = client.request(METADATA, 12, MetadataRequest(topics=None))
     assert [b.node_id for b in response.brokers] == [broker.broker_id]
@@ -29,7 +31,7 @@ def _still_serving(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("version", range(5))
-def test_api_versions_every_version(broker: BrokerProcess, version: int) -> None:
+def test_api_versions_every_version(broker: BrokerNode, version: int) -> None:
     client = RawClient(broker.bootstrap)
     response = client.request(
         API_VERSIONS, version, ApiVersionsRequest(client_software_name="t", client_software_version="1")
@@ -43,7 +45,7 @@ def test_api_versions_every_version(broker: BrokerProcess, version: int) -> None
     assert not response.supported_features and not response.finalized_features  # no tags for old librdkafka
 
 
-def test_api_versions_v3_reply_carries_no_tagged_fields(broker: BrokerProcess) -> None:
+def test_api_versions_v3_reply_carries_no_tagged_fields(broker: BrokerNode) -> None:
     client = RawClient(broker.bootstrap)
     client.send(API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     frame = client.read_frame()
@@ -54,7 +56,7 @@ def test_api_versions_v3_reply_carries_no_tagged_fields(broker: BrokerProcess) -
     assert frame[-1] == 0
 
 
-def test_too_new_api_versions_gets_unsupported_version_in_v0(broker: BrokerProcess) -> None:
+def test_too_new_api_versions_gets_unsupported_version_in_v0(broker: BrokerNode) -> None:
     client = RawClient(broker.bootstrap)
     # ApiVersions v9 does not exist; its header is v2 and its body is anything.
     header = struct.pack(">hhih", API_VERSIONS, 9, 77, 4) + b"test" + b"\x00"
@@ -68,7 +70,7 @@ def test_too_new_api_versions_gets_unsupported_version_in_v0(broker: BrokerProce
     assert client.request(API_VERSIONS, 4, ApiVersionsRequest()).error_code == ErrorCode.NONE
 
 
-def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None:
+def test_pipelined_requests_are_answered_in_order(broker: BrokerNode) -> None:
     from protocol.api import api
     from protocol.frame import encode_request
 
@@ -85,7 +87,7 @@ def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None
         assert received == correlation_id
 
 
-def test_a_request_sent_one_byte_at_a_time(broker: BrokerProcess) -> None:
+def test_a_request_sent_one_byte_at_a_time(broker: BrokerNode) -> None:
     from protocol.api import api
     from protocol.frame import encode_request
 
@@ -96,7 +98,7 @@ def test_a_request_sent_one_byte_at_a_time(broker: BrokerProcess) -> None:
     assert client.receive(METADATA, 9)[0] == 5
 
 
-def test_a_large_request_spanning_many_reads(broker: BrokerProcess) -> None:
+def test_a_large_request_spanning_many_reads(broker: BrokerNode) -> None:
     topics = [MetadataRequest.MetadataRequestTopic(name=f"topic-{i:06d}-" + "x" * 100) for i in range(3000)]
     request = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
     response = RawClient(broker.bootstrap).request(METADATA, 4, request)
@@ -104,7 +106,7 @@ def test_a_large_request_spanning_many_reads(broker: BrokerProcess) -> None:
     assert {t.error_code for t in response.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
 
-def test_metadata_flags_invalid_topic_names(broker: BrokerProcess) -> None:
+def test_metadata_flags_invalid_topic_names(broker: BrokerNode) -> None:
     names = ["ok-topic", "bad/name", "", "x" * 250, ".."]
     topics = [MetadataRequest.MetadataRequestTopic(name=n) for n in names]
     request = MetadataRequest(topics=topics, allow_auto_topic_creation=False)
@@ -131,7 +133,7 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("name", list(BAD_INPUTS))
-def test_bad_input_closes_the_connection_and_is_logged(broker: BrokerProcess, name: str) -> None:
+def test_bad_input_closes_the_connection_and_is_logged(broker: BrokerNode, name: str) -> None:
     client = RawClient(broker.bootstrap)
     local_port = client.sock.getsockname()[1]
     client.send_frame(BAD_INPUTS[name])
@@ -145,14 +147,14 @@ def test_bad_input_closes_the_connection_and_is_logged(broker: BrokerProcess, na
     assert f"closing connection from 127.0.0.1:{local_port}" in broker.log()
 
 
-def test_truncated_frame_then_disconnect(broker: BrokerProcess) -> None:
+def test_truncated_frame_then_disconnect(broker: BrokerNode) -> None:
     client = RawClient(broker.bootstrap)
     client.send_frame(struct.pack(">i", 100) + b"\x00\x03\x00\x01")
     client.close()
     _still_serving(broker)
 
 
-def test_huge_frames_are_not_buffered(broker: BrokerProcess) -> None:
+def test_huge_frames_are_not_buffered(broker: BrokerNode) -> None:
     # Many clients each announcing a 100 MB request and sending a little of it: the broker must not
     # allocate 100 MB per connection before the bytes arrive.
     clients = [RawClient(broker.bootstrap) for _ in range(30)]
@@ -164,7 +166,7 @@ def test_huge_frames_are_not_buffered(broker: BrokerProcess) -> None:
     _still_serving(broker)
 
 
-def test_a_flood_of_connections(broker: BrokerProcess) -> None:
+def test_a_flood_of_connections(broker: BrokerNode) -> None:
     clients = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(400)]
     _still_serving(broker)
     for c in clients:
@@ -174,14 +176,12 @@ def test_a_flood_of_connections(broker: BrokerProcess) -> None:
 
 @pytest.fixture
 def limited_broker(tmp_path: Path, zookeeper: str, request: pytest.FixtureRequest):
-    process = BrokerProcess(tmp_path / "limited", zookeeper, overrides=request.param)
-    process.start()
-    yield process
-    process.stop()
+    with lone_broker(tmp_path / "limited", zookeeper, request.param) as started:
+        yield started
 
 
 @pytest.mark.parametrize("limited_broker", [{"max.connections.per.ip": "3"}], indirect=True)
-def test_max_connections_per_ip(limited_broker: BrokerProcess) -> None:
+def test_max_connections_per_ip(limited_broker: BrokerNode) -> None:
     # One at a time, each answered before the next connects: the harness's readiness probe (connected
     # and closed at once) counts until the broker has read its end, and three connections accepted in
     # the same turn of the loop as the probe would make four.
@@ -206,7 +206,7 @@ def test_max_connections_per_ip(limited_broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("limited_broker", [{"max.connections": "2"}], indirect=True)
-def test_max_connections_holds_new_connections_back(limited_broker: BrokerProcess) -> None:
+def test_max_connections_holds_new_connections_back(limited_broker: BrokerNode) -> None:
     first, second = RawClient(limited_broker.bootstrap), RawClient(limited_broker.bootstrap)
     for c in (first, second):
         assert c.request(API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
@@ -221,7 +221,7 @@ def test_max_connections_holds_new_connections_back(limited_broker: BrokerProces
 
 
 @pytest.mark.parametrize("limited_broker", [{"connections.max.idle.ms": "300"}], indirect=True)
-def test_idle_connections_are_closed(limited_broker: BrokerProcess) -> None:
+def test_idle_connections_are_closed(limited_broker: BrokerNode) -> None:
     idle = RawClient(limited_broker.bootstrap)
     busy = RawClient(limited_broker.bootstrap)
     deadline = time.monotonic() + 1.0
@@ -232,7 +232,7 @@ def test_idle_connections_are_closed(limited_broker: BrokerProcess) -> None:
     assert busy.request(API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
 
 
-def test_sigterm_shuts_down_cleanly(broker: BrokerProcess) -> None:
+def test_sigterm_shuts_down_cleanly(broker: BrokerNode) -> None:
     client = RawClient(broker.bootstrap)
     os.kill(broker.process.pid, signal.SIGTERM)
     assert broker.process.wait(10) == 0
@@ -241,6 +241,9 @@ def test_sigterm_shuts_down_cleanly(broker: BrokerProcess) -> None:
 
 
 def test_a_bad_config_fails_at_start_naming_the_setting(tmp_path: Path, zookeeper: str) -> None:
-    process = BrokerProcess(tmp_path / "bad", zookeeper, overrides={"num.io.threads": "zero"})
-    with pytest.raises(RuntimeError, match=r"num\.io\.threads"):
-        process.start(timeout=10)
+    bad = {"num.io.threads": "zero"}
+    with (
+        pytest.raises(LocalClusterError, match=r"num\.io\.threads"),
+        lone_broker(tmp_path / "bad", zookeeper, bad),
+    ):
+        pass

@@ -16,7 +16,8 @@ import pytest
 
 from protocol import record_batch
 from protocol.api import ApiKey
-from tests.harness import Cluster, RawClient, fetch_request, produce_request
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, fetch_request, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -62,12 +63,12 @@ def test_fetched_record_bytes_leave_by_sendfile_not_by_write(one_broker: Cluster
     if strace is None:
         pytest.skip("strace is not installed (Debian package strace)")
     one_broker.create_topic("zero-copy", 1, replication_factor=1)
-    bootstrap = one_broker.brokers[0].bootstrap
+    bootstrap = one_broker.broker(1).bootstrap
     _produce(bootstrap, "zero-copy")
     out = tmp_path / "strace.txt"
     tracer = subprocess.Popen(
         [strace, "-f", "-qq", "-e", "trace=sendfile," + ",".join(WRITES), "-e", "signal=none", "-o", str(out),
-         "-p", str(one_broker.brokers[0].pid)],
+         "-p", str(one_broker.broker(1).pid)],
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip

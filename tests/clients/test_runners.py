@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients import runners
+from tests.support.clients import runners
 
 
 def _closed_port() -> int:
@@ -35,6 +35,7 @@ def test_missing_program_is_not_installed(tmp_path: Path, monkeypatch: pytest.Mo
         runners.bootstrap_kcat("127.0.0.1:1", 5)
 
 
+@pytest.mark.integration
 def test_hung_client_is_killed_at_timeout() -> None:
     started = time.monotonic()
     with pytest.raises(runners.ClientFailed, match="timed out"):
@@ -42,6 +43,7 @@ def test_hung_client_is_killed_at_timeout() -> None:
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.integration
 def test_refused_connection_is_client_failed_with_stderr() -> None:
     with pytest.raises(runners.ClientFailed) as failure:
         runners.bootstrap_aiokafka(f"127.0.0.1:{_closed_port()}", 10)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.controller.fake_broker import FakeBroker
-from tests.harness import ControllerProcess
+from tests.support.cluster import Cluster
+from tools.local_cluster import ControllerNode
 from zk import znodes
 from zk.client import ZkClient
 
@@ -27,22 +28,23 @@ async def zk(zookeeper: str) -> AsyncIterator[ZkClient]:
 
 
 @pytest.fixture
-def controllers(tmp_path: Path, zookeeper: str) -> Iterator[Callable[..., ControllerProcess]]:
+def controllers(tmp_path: Path, zookeeper: str) -> Iterator[Callable[..., ControllerNode]]:
     """``controllers(id, {setting: value})`` starts a ``samsa controller`` on this test's chroot, with a
-    short ZooKeeper session (2 s) unless told otherwise."""
-    started: list[ControllerProcess] = []
+    short ZooKeeper session (2 s) unless told otherwise: nodes of a LocalCluster whose broker is never
+    started (the tests' brokers are fakes), all stopped by PID after the test."""
+    cluster = Cluster(tmp_path / "controllers", zookeeper, brokers=1)
+    cluster.claim_data_dir()
 
-    def start(controller_id: int = 9001, overrides: dict[str, str] | None = None) -> ControllerProcess:
+    def start(controller_id: int = 9001, overrides: dict[str, str] | None = None) -> ControllerNode:
         settings = {"zookeeper.session.timeout.ms": "2000", **(overrides or {})}
-        process = ControllerProcess(tmp_path, controller_id, zookeeper, settings)
-        started.append(process)
-        return process.start()
+        controller = cluster.add_controller(controller_id, settings)
+        controller.start()
+        return controller
 
     try:
         yield start
     finally:
-        for process in started:
-            process.stop()
+        cluster.stop()
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from tests.controller.zk_helpers import (
     partition_state,
     state_is,
 )
-from tests.harness import ControllerProcess, RawClient
+from tests.support.raw_client import RawClient
+from tools.local_cluster import ControllerNode
 from zk import znodes
 from zk.client import ZkClient
 
@@ -34,7 +35,7 @@ LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = (
 FULL, INCREMENTAL = 2, 1
 
 
-async def _active(zk: ZkClient, controller: ControllerProcess) -> None:
+async def _active(zk: ZkClient, controller: ControllerNode) -> None:
     async def is_active() -> bool:
         found = await active_controller(zk)
         return found is not None and found[0] == controller.controller_id and "ready:" in controller.log()
@@ -47,7 +48,7 @@ def _live_brokers(request) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 async def test_a_broker_that_registers_gets_metadata_and_a_full_leader_and_isr(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     controller = controllers()
     await _active(zk, controller)
@@ -74,7 +75,7 @@ async def test_a_broker_that_registers_gets_metadata_and_a_full_leader_and_isr(
 
 
 async def test_a_new_topic_gets_state_znodes_leaders_and_leader_and_isr(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     fakes = {i: await brokers(i) for i in (1, 2, 3)}
     controller = controllers()
@@ -114,7 +115,7 @@ async def test_a_new_topic_gets_state_znodes_leaders_and_leader_and_isr(
 
 
 async def test_a_dead_broker_loses_leadership_and_isr_membership(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two, three = await brokers(1), await brokers(2), await brokers(3)
     controller = controllers()
@@ -154,7 +155,7 @@ async def test_a_dead_broker_loses_leadership_and_isr_membership(
 
 
 async def test_a_bounced_broker_is_failed_and_restarted(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, _ = await brokers(1), await brokers(2)
     controller = controllers()
@@ -174,7 +175,7 @@ async def test_a_bounced_broker_is_failed_and_restarted(
 
 
 async def test_unclean_election_follows_the_topic_config(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two = await brokers(1), await brokers(2)
     controller = controllers()
@@ -195,7 +196,7 @@ async def test_unclean_election_follows_the_topic_config(
 
 
 async def test_topic_deletion_stops_replicas_then_removes_the_znodes(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two = await brokers(1), await brokers(2)
     controller = controllers()
@@ -226,7 +227,7 @@ async def test_topic_deletion_stops_replicas_then_removes_the_znodes(
 
 
 async def test_deletion_waits_for_a_dead_replica_and_for_stop_replica_errors(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two = await brokers(1), await brokers(2)
     controller = controllers()
@@ -254,7 +255,7 @@ async def test_deletion_waits_for_a_dead_replica_and_for_stop_replica_errors(
 
 
 async def test_deletion_disabled_removes_the_request_and_keeps_the_topic(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one = await brokers(1)
     controller = controllers(overrides={"delete.topic.enable": "false"})
@@ -272,7 +273,7 @@ async def _absent(zk: ZkClient, path: str) -> bool:
 
 
 async def test_controlled_shutdown_moves_leadership_away(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two = await brokers(1), await brokers(2)
     controller = controllers()
@@ -312,7 +313,7 @@ async def test_controlled_shutdown_moves_leadership_away(
 
 
 async def test_a_leader_changes_its_isr_through_alter_partition(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two, three = await brokers(1), await brokers(2), await brokers(3)
     controller = controllers()

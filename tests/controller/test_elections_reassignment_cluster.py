@@ -21,7 +21,7 @@ from protocol.messages import (
 )
 from tests.controller.fake_broker import FakeBroker, eventually
 from tests.controller.zk_helpers import active_controller, create_topic, leader_epoch_isr, partition_state
-from tests.harness import ControllerProcess
+from tools.local_cluster import ControllerNode
 from zk import reassignment_json, znodes
 from zk.client import ZkClient
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 PREFERRED, UNCLEAN = 0, 1
 
 
-async def _send(controller: ControllerProcess, key: ApiKey, version: int, body: Any) -> Any:
+async def _send(controller: ControllerNode, key: ApiKey, version: int, body: Any) -> Any:
     client = NetworkClient("127.0.0.1", controller.port, "test", request_timeout=10)
     try:
         return await client.send(api(key), version, body)
@@ -38,7 +38,7 @@ async def _send(controller: ControllerProcess, key: ApiKey, version: int, body: 
         await client.close()
 
 
-async def _active(zk: ZkClient, controller: ControllerProcess) -> None:
+async def _active(zk: ZkClient, controller: ControllerNode) -> None:
     async def is_active() -> bool:
         found = await active_controller(zk)
         return found is not None and found[0] == controller.controller_id and "ready:" in controller.log()
@@ -48,7 +48,7 @@ async def _active(zk: ZkClient, controller: ControllerProcess) -> None:
 
 async def _grow_isr(
     zk: ZkClient,
-    controller: ControllerProcess,
+    controller: ControllerNode,
     leader: FakeBroker,
     topic: str,
     partition: int,
@@ -73,7 +73,7 @@ async def _grow_isr(
 
 
 async def _elect(
-    controller: ControllerProcess, election_type: int, partitions: dict[str, list[int]] | None
+    controller: ControllerNode, election_type: int, partitions: dict[str, list[int]] | None
 ) -> Any:
     request = ElectLeadersRequest(
         election_type=election_type,
@@ -102,10 +102,10 @@ async def _bounce_preferred_leader(zk: ZkClient, one: FakeBroker, two: FakeBroke
 
 async def _with_preferred_leader_away(
     zk: ZkClient,
-    controllers: Callable[..., ControllerProcess],
+    controllers: Callable[..., ControllerNode],
     brokers: Callable[..., FakeBroker],
     overrides: dict[str, str],
-) -> tuple[ControllerProcess, FakeBroker, FakeBroker]:
+) -> tuple[ControllerNode, FakeBroker, FakeBroker]:
     """Brokers 1-3 and an active controller with ``overrides``; then broker 1, preferred leader of t-0,
     bounces, so that broker 2 leads it. Returns the controller and brokers 1 and 2."""
     one, two, _ = await brokers(1), await brokers(2), await brokers(3)
@@ -121,7 +121,7 @@ async def _leader_is(zk: ZkClient, topic: str, partition: int, leader: int) -> b
 
 
 async def test_elect_leaders_restores_the_preferred_leader_once_it_is_back_in_sync(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     controller, one, two = await _with_preferred_leader_away(
         zk, controllers, brokers, {"auto.leader.rebalance.enable": "false"}
@@ -145,7 +145,7 @@ async def test_elect_leaders_restores_the_preferred_leader_once_it_is_back_in_sy
 
 
 async def test_the_preferred_replica_election_znode_is_carried_out_and_deleted(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     controller, _, two = await _with_preferred_leader_away(
         zk, controllers, brokers, {"auto.leader.rebalance.enable": "false"}
@@ -162,7 +162,7 @@ async def _absent(zk: ZkClient, path: str) -> bool:
 
 
 async def test_the_auto_rebalance_check_restores_preferred_leaders_by_itself(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     controller, _, two = await _with_preferred_leader_away(
         zk, controllers, brokers, {"leader.imbalance.check.interval.seconds": "1"}
@@ -174,7 +174,7 @@ async def test_the_auto_rebalance_check_restores_preferred_leaders_by_itself(
 
 
 async def test_an_unclean_election_by_api_brings_an_out_of_sync_replica_in(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two = await brokers(1), await brokers(2)
     controller = controllers()
@@ -212,7 +212,7 @@ async def _reassignment_done(zk: ZkClient, topic: str) -> bool:
     return not record.adding_replicas and not record.removing_replicas
 
 
-async def _reassign(controller: ControllerProcess, targets: dict[tuple[str, int], list[int] | None]) -> dict:
+async def _reassign(controller: ControllerNode, targets: dict[tuple[str, int], list[int] | None]) -> dict:
     topics: dict[str, list[Any]] = {}
     for (topic, partition), replicas in targets.items():
         topics.setdefault(topic, []).append(
@@ -235,7 +235,7 @@ async def _reassign(controller: ControllerProcess, targets: dict[tuple[str, int]
 
 
 async def _ongoing(
-    controller: ControllerProcess,
+    controller: ControllerNode,
 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
     answer = await _send(
         controller, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, ListPartitionReassignmentsRequest()
@@ -248,7 +248,7 @@ async def _ongoing(
 
 
 async def test_a_reassignment_adds_and_removes_replicas_through_the_api(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, _, three = await brokers(1), await brokers(2), await brokers(3)
     controller = controllers()
@@ -282,7 +282,7 @@ async def test_a_reassignment_adds_and_removes_replicas_through_the_api(
 
 
 async def test_a_reassignment_survives_the_sigkill_of_the_controller_midway(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two, _ = await brokers(1), await brokers(2), await brokers(3)
     first = controllers(9001)
@@ -316,7 +316,7 @@ async def test_a_reassignment_survives_the_sigkill_of_the_controller_midway(
 
 
 async def test_a_reassignment_through_the_znode_completes_and_the_znode_goes(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, _, _ = await brokers(1), await brokers(2), await brokers(3)
     controller = controllers()

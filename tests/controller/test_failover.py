@@ -22,17 +22,16 @@ from tests.controller.zk_helpers import (
     snapshot,
     state_is,
 )
-from tests.harness import ControllerProcess, RawClient
+from tests.support.raw_client import RawClient
+from tools.local_cluster import ControllerNode, LocalClusterError
 from zk import znodes
 from zk.client import ZkClient
 
 pytestmark = pytest.mark.integration
 
 
-async def _wait_active(
-    zk: ZkClient, among: list[ControllerProcess], timeout: float = 10.0
-) -> ControllerProcess:
-    holder: list[ControllerProcess] = []
+async def _wait_active(zk: ZkClient, among: list[ControllerNode], timeout: float = 10.0) -> ControllerNode:
+    holder: list[ControllerNode] = []
 
     async def someone_active() -> bool:
         found = await active_controller(zk)
@@ -44,7 +43,7 @@ async def _wait_active(
 
 
 async def test_exactly_one_of_two_controllers_is_active(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess]
+    zk: ZkClient, controllers: Callable[..., ControllerNode]
 ) -> None:
     first, second = controllers(9001), controllers(9002)
     active = await _wait_active(zk, [first, second])
@@ -78,7 +77,7 @@ async def test_exactly_one_of_two_controllers_is_active(
 
 
 async def test_sigkill_of_the_active_controller_fails_over_within_10_s(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     broker = await brokers(1)
     first = controllers(9001)
@@ -110,7 +109,7 @@ async def test_sigkill_of_the_active_controller_fails_over_within_10_s(
 
 
 async def test_a_paused_controller_whose_session_expired_changes_nothing_and_resigns(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     """Split brain: SIGSTOP the active controller until ZooKeeper expires its session, let the standby
     take over, then SIGCONT the first. It must write nothing, send nothing with its old epoch, resign."""
@@ -139,7 +138,7 @@ async def test_a_paused_controller_whose_session_expired_changes_nothing_and_res
     for broker in (broker_1, broker_2):
         stale = [r for r in broker.received if r.at > resumed and r.body.controller_epoch < 2]
         assert not stale, stale
-    assert first.alive()
+    assert first.alive
     # The old controller is a good standby: it takes over when the new one goes.
     second.signal(signal.SIGKILL)
     assert await _wait_active(zk, [first], timeout=15) is first
@@ -147,7 +146,7 @@ async def test_a_paused_controller_whose_session_expired_changes_nothing_and_res
 
 
 async def test_sigterm_resigns_and_the_standby_takes_over_at_once(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess]
+    zk: ZkClient, controllers: Callable[..., ControllerNode]
 ) -> None:
     # Long sessions: a takeover within them proves that /controller was deleted, not expired.
     first = controllers(9001, {"zookeeper.session.timeout.ms": "30000"})
@@ -166,14 +165,13 @@ async def test_sigterm_resigns_and_the_standby_takes_over_at_once(
     assert await controller_epoch(zk) == 2
 
 
-async def test_configuration_errors_name_the_setting(zookeeper: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    process = ControllerProcess(tmp_path, 9001, zookeeper, {"unclean.leader.election.enable": "maybe"})
-    with pytest.raises(RuntimeError, match=r"unclean\.leader\.election\.enable"):
-        process.start(timeout=10)
+async def test_configuration_errors_name_the_setting(controllers: Callable[..., ControllerNode]) -> None:
+    with pytest.raises(LocalClusterError, match=r"unclean\.leader\.election\.enable"):
+        controllers(9001, {"unclean.leader.election.enable": "maybe"})
 
 
 async def test_a_new_controller_catches_up_with_what_happened_while_none_was_active(
-    zk: ZkClient, controllers: Callable[..., ControllerProcess], brokers: Callable[..., FakeBroker]
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
     one, two = await brokers(1), await brokers(2)
     first = controllers(9001)

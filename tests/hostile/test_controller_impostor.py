@@ -17,8 +17,9 @@ from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import StopReplicaRequest
 from tests.broker.controller_requests import leader_and_isr, read_broker_epoch, stop_replica, update_metadata
-from tests.harness import Cluster, RawClient
-from tests.hostile.conftest import Bystander
+from tests.support.bystander import Bystander
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient
 from zk import znodes
 
 pytestmark = pytest.mark.integration
@@ -71,11 +72,11 @@ def _controller(one_broker: Cluster) -> tuple[int, int]:
 def test_an_impostor_can_neither_delete_a_partition_nor_capture_the_controller_epoch(
     one_broker: Cluster, bystander: Bystander
 ) -> None:
-    broker = one_broker.brokers[0]
+    broker = one_broker.broker(1)
     one_broker.create_topic(TOPIC, 1)
     _produce(one_broker.bootstrap, range(MESSAGES))
     controller_id, epoch = _controller(one_broker)
-    real_broker_epoch = read_broker_epoch(one_broker.zookeeper, broker.broker_id)
+    real_broker_epoch = read_broker_epoch(one_broker.zookeeper_connect, broker.broker_id)
     me = {broker.broker_id: ("127.0.0.1", broker.port)}
 
     def delete(controller_epoch: int, broker_epoch: int = -1) -> StopReplicaRequest:
@@ -164,8 +165,8 @@ def test_an_impostor_can_neither_delete_a_partition_nor_capture_the_controller_e
     # The partition and its acknowledged messages are intact, and it still takes produces.
     _produce(one_broker.bootstrap, range(MESSAGES, MESSAGES + 10))
     assert _consume_all(one_broker.bootstrap, MESSAGES + 10) == list(range(MESSAGES + 10))
-    assert (broker.workdir / "logs" / f"{TOPIC}-0").is_dir()
-    assert not (broker.workdir / "logs" / "captured-0").exists()
+    assert (broker.log_dir / f"{TOPIC}-0").is_dir()
+    assert not (broker.log_dir / "captured-0").exists()
     # The forged epoch was not adopted: the real controller still brings a new topic online.
     one_broker.create_topic("after-the-attack", 1)
     refused = [line for line in broker.log().splitlines() if "refused " in line and peer in line]

@@ -24,8 +24,9 @@ from protocol.messages import (
     DeleteTopicsRequest,
     Message,
 )
-from tests.harness import Cluster, RawClient
-from tests.hostile.conftest import Bystander
+from tests.support.bystander import Bystander
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient
 from zk import znodes
 from zk.client import JUTE_MAX_BUFFER
 
@@ -52,7 +53,7 @@ def client(one_broker: Cluster) -> Iterator[RawClient]:
 
 
 def rss_kb(one_broker: Cluster) -> int:
-    status = open(f"/proc/{one_broker.brokers[0].pid}/status").read()
+    status = open(f"/proc/{one_broker.broker(1).pid}/status").read()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
 
 
@@ -94,7 +95,7 @@ def assert_refused_as_excessive(results: list[Message]) -> None:
 
 
 def znode_exists(one_broker: Cluster, path: str) -> bool:
-    zk = KazooClient(one_broker.zookeeper)
+    zk = KazooClient(one_broker.zookeeper_connect)
     zk.start(timeout=10)
     try:
         return zk.exists(path) is not None
@@ -113,7 +114,7 @@ def assert_still_creates_topics(one_broker: Cluster, client: RawClient) -> None:
 def assert_undisturbed(one_broker: Cluster, bystander: Bystander) -> None:
     """The bystander was not held up, and the broker kept its ZooKeeper session and raised nothing."""
     bystander.check(max_pause=MAX_PAUSE)
-    log = one_broker.brokers[0].log()
+    log = one_broker.broker(1).log()
     assert "ZooKeeper session suspended" not in log
     assert "Connection dropped" not in log
     assert "Traceback" not in log
@@ -133,7 +134,7 @@ def test_create_topics_of_max_int32_partitions_is_refused_without_allocating(
     assert took < ANSWER_SECONDS
     assert after - before < MAX_RSS_GROWTH, f"the broker grew from {before} kB to {after} kB"
     assert not znode_exists(one_broker, znodes.topic_path("huge"))
-    log = one_broker.brokers[0].log()
+    log = one_broker.broker(1).log()
     assert log.count("refused CreateTopics") == 1
     assert f"POLICY_VIOLATION: {MAX_INT32} partitions in 1 topics" in log
     assert_still_creates_topics(one_broker, client)
@@ -244,7 +245,7 @@ def test_topics_refused_are_logged_once_per_request(one_broker: Cluster, client:
         ErrorCode.INVALID_TOPIC_EXCEPTION
     ]
 
-    log = one_broker.brokers[0].log()
+    log = one_broker.broker(1).log()
     [created] = [line for line in log.splitlines() if "refused CreateTopics" in line]
     assert "51 of 51 topics refused: INVALID_TOPIC_EXCEPTION x50 ('bad name 0!'" in created
     assert "TOPIC_ALREADY_EXISTS x1 ('exists'" in created

@@ -23,8 +23,9 @@ import pytest
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import CreateTopicsRequest, ListOffsetsRequest
-from tests.harness import Cluster, RawClient
-from tests.hostile.conftest import Bystander
+from tests.support.bystander import Bystander
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +84,7 @@ def descriptors(pid: int) -> int:
 
 
 def run_case(one_broker: Cluster, bystander: Bystander, partitions: int, leaders_within: float) -> None:
-    broker = one_broker.brokers[0]
+    broker = one_broker.broker(1)
     before = descriptors(broker.pid)
     applied = re.compile(rf"applied LeaderAndIsr .* for {partitions} partitions in (\d+) ms.*")
     started = time.monotonic()
@@ -92,14 +93,14 @@ def run_case(one_broker: Cluster, bystander: Bystander, partitions: int, leaders
     # The broker's summary line says when it is done; polling ListOffsets for thousands of partitions
     # meanwhile would itself load the broker under test.
     while applied.search(broker.log()) is None and time.monotonic() - started < leaders_within:
-        assert broker.alive(), f"the broker died; its log ends:\n{broker.log()[-3000:]}"
+        assert broker.alive, f"the broker died; its log ends:\n{broker.log()[-3000:]}"
         peak = max(peak, descriptors(broker.pid))
         time.sleep(0.5)
     took = time.monotonic() - started
     missing = not_led(one_broker.bootstrap, partitions)
     assert missing == 0, f"{missing} of {partitions} partitions have no leader after {took:.1f} s"
     assert took <= leaders_within
-    assert broker.alive()
+    assert broker.alive
     peak = max(peak, descriptors(broker.pid))
     bound = BASE_DESCRIPTORS + int(DESCRIPTORS_PER_PARTITION * partitions)
     assert peak <= bound, f"the broker held {peak} descriptors for {partitions} partitions (bound {bound})"

@@ -16,8 +16,9 @@ import pytest
 
 from protocol.api import ApiKey
 from protocol.messages import ApiVersionsRequest, MetadataRequest
-from tests.harness import Cluster, RawClient
-from tests.hostile.conftest import Bystander
+from tests.support.bystander import Bystander
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +87,7 @@ def _small_request_latency(bootstrap: str) -> float:
 def test_stalled_100_mb_requests_are_bounded_and_do_not_hold_back_others(
     one_broker: Cluster, bystander: Bystander
 ) -> None:
-    broker = one_broker.brokers[0]
+    broker = one_broker.broker(1)
     before = _settled_rss(broker.pid)
     attackers = []
     sent = []
@@ -115,7 +116,7 @@ def test_stalled_100_mb_requests_are_bounded_and_do_not_hold_back_others(
 
 
 def test_idle_connections_cost_little_and_give_their_memory_back(one_broker: Cluster) -> None:
-    broker = one_broker.brokers[0]
+    broker = one_broker.broker(1)
     hello = ApiVersionsRequest(client_software_name="idle", client_software_version="1")
     RawClient(broker.bootstrap).request(ApiKey.API_VERSIONS, 3, hello)  # the broker's first-use growth
     before = _settled_rss(broker.pid)

@@ -17,8 +17,9 @@ from protocol.api import ApiKey
 from protocol.compression import ZSTD
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest
-from tests.harness import Cluster, RawClient, produce_request
-from tests.hostile.conftest import Bystander
+from tests.support.bystander import Bystander
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +90,7 @@ def _attack_and_check(one_broker: Cluster, bystander: Bystander, bad: list[bytes
     client.close()
     # The partition stays readable: aiokafka raised UnsupportedCodecError on a stored codec-7 batch.
     assert asyncio.run(_read_all_with_aiokafka(one_broker.bootstrap, 2)) == [b"before", b"after"]
-    log = one_broker.brokers[0].log()
+    log = one_broker.broker(1).log()
     assert "refused Produce v9 from 127.0.0.1:" in log and "(client raw-test): " in log
     assert ErrorCode(error).name in log
     bystander.check(max_pause=MAX_PAUSE)

@@ -14,8 +14,9 @@ from protocol import record_batch as rb
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataRequest
-from tests.harness import Cluster, RawClient, produce_request
-from tests.hostile.conftest import Bystander
+from tests.support.bystander import Bystander
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def test_each_refused_request_is_logged_with_peer_client_api_and_error(one_broke
     )
     assert metadata.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     client.close()
-    lines = _refusals(one_broker.brokers[0].log())
+    lines = _refusals(one_broker.broker(1).log())
     peer = f"from 127.0.0.1:{local_port} (client raw-test)"
     assert [re.search(r"refused (\w+ v\d+) .*?: (\w+)", line).groups() for line in lines] == [
         ("Produce v9", "CORRUPT_MESSAGE"),
@@ -68,7 +69,7 @@ def test_a_flood_of_refused_requests_is_rate_limited(one_broker: Cluster, bystan
     time.sleep(1.5 / PER_SECOND)  # the bucket refills: the next refusal is written, with the count
     client.request(ApiKey.PRODUCE, 9, request)
     client.close()
-    lines = _refusals(one_broker.brokers[0].log())
+    lines = _refusals(one_broker.broker(1).log())
     assert len(lines) <= BURST + PER_SECOND * (flood_seconds + 1.5 / PER_SECOND) + 1, len(lines)
     assert "more refusals not logged" in lines[-1], lines[-1]
     left_out = [int(n) for line in lines for n in re.findall(r"\((\d+) more refusals not logged\)", line)]

@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from network.socket_server import FORCED_EXIT_CODE
 from storage.log_manager import CLEAN_SHUTDOWN_FILE
-from tests.harness import Cluster, ServerProcess, running_zookeeper
+from tests.support.cluster import Cluster, running_zookeeper
+from tools.local_cluster import Node
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -49,7 +50,8 @@ def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
         yield server
 
 
-def _cluster(tmp_path: Path, zookeeper: ZooKeeperServer, brokers: int, zk_timeout_ms: int) -> Cluster:
+def _cluster(tmp_path: Path, zookeeper: ZooKeeperServer, zk_timeout_ms: int) -> Cluster:
+    """One controller and one broker (the controller tests start only the controller)."""
     overrides = {
         "offsets.topic.replication.factor": "1",
         "zookeeper.connection.timeout.ms": str(zk_timeout_ms),
@@ -58,14 +60,14 @@ def _cluster(tmp_path: Path, zookeeper: ZooKeeperServer, brokers: int, zk_timeou
         "controller.socket.timeout.ms": "2000",
     }
     cluster = Cluster(
-        tmp_path / "cluster", f"{zookeeper.connect_string}/samsa", brokers=brokers, broker_overrides=overrides
+        tmp_path / "cluster", f"{zookeeper.connect_string}/samsa", brokers=1, broker_overrides=overrides
     )
-    for controller in cluster.controllers:
+    for controller in cluster.controllers.values():
         controller.overrides["zookeeper.connection.timeout.ms"] = str(zk_timeout_ms)
     return cluster
 
 
-def _terminate(process: ServerProcess, bound: float) -> tuple[int, float]:
+def _terminate(process: Node, bound: float) -> tuple[int, float]:
     """SIGTERM; the exit code and the seconds it took (fails if the process outlives ``bound``)."""
     assert process.process is not None
     started = time.monotonic()
@@ -74,7 +76,7 @@ def _terminate(process: ServerProcess, bound: float) -> tuple[int, float]:
     return code, time.monotonic() - started
 
 
-def _wait_for_log(process: ServerProcess, text: str, count: int = 1, timeout: float = 20.0) -> None:
+def _wait_for_log(process: Node, text: str, count: int = 1, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while process.log().count(text) < count:
         assert time.monotonic() < deadline, f"{text!r} not logged {count} times:\n{process.log()[-3000:]}"
@@ -110,10 +112,10 @@ def _consume(bootstrap: str) -> list[int]:
 def test_a_broker_stops_with_zookeeper_down_and_comes_back_clean(
     tmp_path: Path, own_zookeeper: ZooKeeperServer
 ) -> None:
-    cluster = _cluster(tmp_path, own_zookeeper, brokers=1, zk_timeout_ms=ZK_TIMEOUT_MS)
+    cluster = _cluster(tmp_path, own_zookeeper, zk_timeout_ms=ZK_TIMEOUT_MS)
     try:
         cluster.start()
-        broker = cluster.brokers[0]
+        broker = cluster.broker(1)
         cluster.create_topic(TOPIC, 1)
         _produce(broker.bootstrap)
         own_zookeeper.stop()
@@ -128,7 +130,7 @@ def test_a_broker_stops_with_zookeeper_down_and_comes_back_clean(
         assert f"try 2 of {TRIES}" not in log  # nothing to gain from more tries without ZooKeeper
         assert "flushing and closing the logs" in log
         assert "shut down completed" in log
-        assert (broker.workdir / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+        assert (broker.log_dir / CLEAN_SHUTDOWN_FILE).exists()
 
         own_zookeeper.start()
         broker.start()
@@ -143,10 +145,10 @@ def test_a_broker_stops_with_zookeeper_down_and_comes_back_clean(
 def test_a_second_sigterm_ends_a_waiting_broker_at_once(
     tmp_path: Path, own_zookeeper: ZooKeeperServer
 ) -> None:
-    cluster = _cluster(tmp_path, own_zookeeper, brokers=1, zk_timeout_ms=WAITING_FOREVER_MS)
+    cluster = _cluster(tmp_path, own_zookeeper, zk_timeout_ms=WAITING_FOREVER_MS)
     try:
         cluster.start()
-        broker = cluster.brokers[0]
+        broker = cluster.broker(1)
         own_zookeeper.stop()
         broker.signal(signal.SIGTERM)
         _wait_for_log(broker, "looking up the active controller in ZooKeeper")
@@ -157,13 +159,14 @@ def test_a_second_sigterm_ends_a_waiting_broker_at_once(
         assert "SIGTERM received again: exiting at once (code 1) without finishing" in broker.log()
         print(f"broker exited {took:.2f} s after the second SIGTERM")
     finally:
-        cluster.stop()
+        cluster.stop(graceful=False)  # ZooKeeper stays down: the controller could only wait for it
 
 
 def test_a_controller_stops_with_zookeeper_down(tmp_path: Path, own_zookeeper: ZooKeeperServer) -> None:
-    cluster = _cluster(tmp_path, own_zookeeper, brokers=0, zk_timeout_ms=ZK_TIMEOUT_MS)
+    cluster = _cluster(tmp_path, own_zookeeper, zk_timeout_ms=ZK_TIMEOUT_MS)
     try:
-        cluster.start()
+        cluster.claim_data_dir()
+        cluster.controller(9001).start()
         controller = cluster.active_controller()
         own_zookeeper.stop()
 
@@ -183,9 +186,10 @@ def test_a_controller_stops_with_zookeeper_down(tmp_path: Path, own_zookeeper: Z
 def test_a_second_sigterm_ends_a_waiting_controller_at_once(
     tmp_path: Path, own_zookeeper: ZooKeeperServer
 ) -> None:
-    cluster = _cluster(tmp_path, own_zookeeper, brokers=0, zk_timeout_ms=WAITING_FOREVER_MS)
+    cluster = _cluster(tmp_path, own_zookeeper, zk_timeout_ms=WAITING_FOREVER_MS)
     try:
-        cluster.start()
+        cluster.claim_data_dir()
+        cluster.controller(9001).start()
         controller = cluster.active_controller()
         own_zookeeper.stop()
         controller.signal(signal.SIGTERM)

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.clients import runners
-from tests.harness import Cluster
+from tests.support.clients import runners
+from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients import runners
-from tests.harness import BrokerProcess
+from tests.support.clients import runners
+from tools.local_cluster import BrokerNode
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("client", runners.CLIENTS)
-def test_client_bootstraps(broker: BrokerProcess, client: str) -> None:
+def test_client_bootstraps(broker: BrokerNode, client: str) -> None:
     try:
         result = runners.BOOTSTRAP[client](broker.bootstrap)
     except runners.ClientNotInstalled as e:
@@ -21,5 +21,5 @@ def test_client_bootstraps(broker: BrokerProcess, client: str) -> None:
     assert result.topics == ()
     if result.cluster_id is not None:  # kcat does not print it
         assert result.cluster_id in broker.log()
-    assert broker.alive()
+    assert broker.alive
     assert "WARNING" not in broker.log(), broker.log()

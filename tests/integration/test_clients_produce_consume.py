@@ -1,6 +1,6 @@
 """Every real client produces 10,000 keyed records with headers and timestamps to a 6-partition topic of a
 real cluster (ZooKeeper, a controller, three brokers), with each codec it supports, and reads them all back:
-in order per partition, at the offsets acknowledged, contents intact (tests/clients/runners.py).
+in order per partition, at the offsets acknowledged, contents intact (tests/support/clients/runners.py).
 
 The default tier runs each client once (gzip, the codec every client has) plus every other client reading
 aiokafka's records; the other codecs, acks=0/1 and idempotent producers are in the slow tier.
@@ -17,8 +17,9 @@ import pytest
 from protocol import compression, record_batch
 from protocol.api import ApiKey
 from protocol.messages import ApiVersionsRequest, MetadataRequest
-from tests.clients import runners
-from tests.harness import Cluster, RawClient, fetch_request
+from tests.support.clients import runners
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, fetch_request
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -43,7 +44,7 @@ class ProduceConsumeCluster:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._topics = itertools.count()
-        client = RawClient(cluster.brokers[0].bootstrap)
+        client = RawClient(cluster.broker(1).bootstrap)
         try:
             response = client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())
         finally:
@@ -63,7 +64,7 @@ class ProduceConsumeCluster:
 
     def stored_codecs(self, topic: str, partition: int) -> set[str]:
         """The codecs of the batches the partition's leader returns from offset 0 (one Fetch)."""
-        client = RawClient(self.cluster.brokers[0].bootstrap)
+        client = RawClient(self.cluster.broker(1).bootstrap)
         request = MetadataRequest(
             topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
         )
@@ -100,8 +101,8 @@ class ProduceConsumeCluster:
             raise CodecNotUsed(f"{codec} requested, partition 0 holds batches of {sorted(stored)}")
 
     def check_alive(self) -> None:
-        dead = [b.broker_id for b in self.cluster.brokers if not b.alive()]
-        dead += [c.controller_id for c in self.cluster.controllers if not c.alive()]
+        dead = [b.broker_id for b in self.cluster.brokers.values() if not b.alive]
+        dead += [c.controller_id for c in self.cluster.controllers.values() if not c.alive]
         assert not dead, f"processes {dead} died"
 
 

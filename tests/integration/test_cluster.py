@@ -13,7 +13,8 @@ import pytest
 from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.messages import MetadataRequest
-from tests.harness import Cluster, RawClient, fetch_request, produce_request
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, fetch_request, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -129,7 +130,7 @@ def test_a_paused_controller_that_lost_its_session_changes_nothing_when_it_resum
     standby takes over and changes leadership, then the first one resumes: it must write nothing and
     the brokers must keep the new controller's view."""
     cluster = Cluster(tmp_path / "c", zookeeper, brokers=3, controllers=2)
-    for controller in cluster.controllers:
+    for controller in cluster.controllers.values():
         controller.overrides["zookeeper.session.timeout.ms"] = "2000"
     cluster.start()
     try:
@@ -164,8 +165,8 @@ def test_a_paused_controller_that_lost_its_session_changes_nothing_when_it_resum
         request = MetadataRequest(
             topics=[MetadataRequest.MetadataRequestTopic(name="fenced")], allow_auto_topic_creation=False
         )
-        for broker in cluster.brokers:
-            if broker.alive():
+        for broker in cluster.brokers.values():
+            if broker.alive:
                 client = RawClient(broker.bootstrap)
                 seen = client.request(ApiKey.METADATA, 9, request).topics[0].partitions
                 client.close()

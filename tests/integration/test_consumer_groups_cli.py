@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Cluster
+from tests.support.cluster import Cluster
 from tools import consumer_groups
 from tools.consumer_groups.command import CommandError
 from tools.consumer_groups.reset_offsets import parse_datetime, parse_duration

@@ -9,9 +9,9 @@ For each client, while a producer keeps writing to a 12-partition topic:
   produced was processed at least once, the group's commits reach the log end, and no record was
   delivered again after a commit past it had succeeded (what a rebalance must guarantee).
 
-Each member runs as a subprocess (tests/clients/py/group_member.py, tests/clients/js/group_member.js,
-tests/clients/java/GroupMember.java) printing the same JSON events; all members of a group are of one
-client; every process a test starts is killed by its process group at the end.
+Each member runs as a subprocess (group_member.py, group_member.js or GroupMember.java of
+tests/support/clients/) printing the same JSON events; all members of a group are of one client; every
+process a test starts is killed by its process group at the end.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from typing import Any
 
 import pytest
 
-from tests.clients import runners
-from tests.harness import Cluster, JsonEvents
+from tests.support.clients import runners
+from tests.support.cluster import Cluster
+from tests.support.events import JsonEvents
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@
   transaction key type, per-partition errors of OffsetFetch v1, LeaveGroup before v3, ListGroups
   filters, DescribeGroups, OffsetDelete and DeleteGroups.
 
-Each client member runs as a subprocess (tests/integration/group_member.py).
+Each client member runs as a subprocess (tests/support/group_member.py).
 """
 
 from __future__ import annotations
@@ -51,12 +51,14 @@ from protocol.messages import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
-from tests.harness import Cluster, JsonEvents, RawClient
+from tests.support.cluster import Cluster
+from tests.support.events import JsonEvents
+from tests.support.raw_client import RawClient
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
-HELPER = Path(__file__).with_name("group_member.py")
+HELPER = Path(__file__).parents[1] / "support" / "group_member.py"
 PARTITIONS = 12
 SESSION_MS = 10_000
 MODULES = {"aiokafka": "aiokafka", "kafka-python": "kafka", "confluent-kafka": "confluent_kafka"}
@@ -113,13 +115,13 @@ def find_coordinator(cluster: Cluster, group: str, timeout: float = 30.0) -> tup
     """(broker id, bootstrap) of the group's coordinator, once some live broker names one."""
     deadline = time.monotonic() + timeout
     while True:
-        for broker in cluster.brokers:
-            if not broker.alive():
+        for broker in cluster.brokers.values():
+            if not broker.alive:
                 continue
             response = request(
                 broker.bootstrap, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(key=group)
             )
-            if response.error_code == ErrorCode.NONE and cluster.broker(response.node_id).alive():
+            if response.error_code == ErrorCode.NONE and cluster.broker(response.node_id).alive:
                 return response.node_id, f"{response.host}:{response.port}"
         if time.monotonic() > deadline:
             raise TimeoutError(f"no coordinator for {group} after {timeout} s")
@@ -513,7 +515,7 @@ def _simple_commit(
 def test_group_apis_on_the_wire(cluster: Cluster) -> None:
     topic = new_topic(cluster, "wire")
     one, two = f"wire-a-{next(_names)}", f"wire-b-{next(_names)}"
-    any_broker = cluster.brokers[0].bootstrap
+    any_broker = cluster.broker(1).bootstrap
     find_coordinator(cluster, one)  # creates __consumer_offsets if needed and waits for a leader
 
     # FindCoordinator v4 batches keys; transactions have no coordinator in Samsa yet.
@@ -551,7 +553,7 @@ def test_group_apis_on_the_wire(cluster: Cluster) -> None:
             p.partition_index: (p.committed_offset, p.metadata) for t in fetched.topics for p in t.partitions
         } == {p: (o, f"m{p}") for p, o in expected.items()}
     # Before v2 a broker that is not the coordinator says so in every partition.
-    elsewhere = next(b.bootstrap for b in cluster.brokers if b.bootstrap != coordinator_one)
+    elsewhere = next(b.bootstrap for b in cluster.brokers.values() if b.bootstrap != coordinator_one)
     body = OffsetFetchRequest(
         group_id=one,
         topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])],

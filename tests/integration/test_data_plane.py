@@ -11,7 +11,8 @@ from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdRequest, ListOffsetsRequest, MetadataRequest
-from tests.harness import Cluster, RawClient, produce_request
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -108,6 +109,8 @@ def test_produce_errors_at_the_partition_level(cluster: Cluster) -> None:
     )
     assert _produce(leader, "errors", zstd, version=6).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert _produce(leader, "no-such-topic", good).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    other = next(b for b in cluster.brokers if b.bootstrap != f"127.0.0.1:{leader.sock.getpeername()[1]}")
+    other = next(
+        b for b in cluster.brokers.values() if b.bootstrap != f"127.0.0.1:{leader.sock.getpeername()[1]}"
+    )
     follower = RawClient(other.bootstrap)
     assert _produce(follower, "errors", good).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER

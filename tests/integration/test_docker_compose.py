@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT, free_port
+from tests.support.cluster import ROOT, free_port
 
 
 def docker_engine_missing() -> str | None:

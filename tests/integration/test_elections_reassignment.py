@@ -27,8 +27,9 @@ from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataRequest
-from tests.harness import Cluster, RawClient, fetch_request
 from tests.integration.test_tools import eventually, samsa
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, fetch_request
 from tools.replica_verification import Fetched, OffsetMismatch, ReplicaVerifier
 from zk import reassignment_json, znodes
 
@@ -42,9 +43,9 @@ def make_cluster(tmp_path: Path, zookeeper: str) -> Iterator[Callable[..., Clust
 
     def start(controllers: int = 1, **settings: str) -> Cluster:
         cluster = Cluster(tmp_path / f"c{len(started)}", zookeeper, brokers=3, controllers=controllers)
-        for controller in cluster.controllers:
+        for controller in cluster.controllers.values():
             controller.overrides.update({k.replace("_", "."): v for k, v in settings.items()})
-        for broker in cluster.brokers:
+        for broker in cluster.brokers.values():
             # The last broker of a replicated topic cannot hand its leaderships over: do not wait 3 x 5 s.
             broker.overrides["controlled.shutdown.retry.backoff.ms"] = "100"
         started.append(cluster)
@@ -303,7 +304,7 @@ def test_a_reassignment_adds_and_removes_replicas_while_data_flows(
     assert eventually(lambda: sorted(_partitions(cluster, "m")[0].isr_nodes) == [2, 3])
     assert _consume_all(cluster.bootstrap, "m", len(acked)) == acked
     # Broker 1's copy is gone; broker 3 has everything: it serves it once it leads.
-    assert eventually(lambda: not list((cluster.broker(1).workdir / "logs").glob("m-0")))
+    assert eventually(lambda: not list((cluster.broker(1).log_dir).glob("m-0")))
     cluster.broker(2).stop()
     assert eventually(lambda: _leaders(cluster, "m") == {0: 3})
     assert _consume_all(cluster.bootstrap, "m", len(acked)) == acked

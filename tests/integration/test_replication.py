@@ -14,7 +14,8 @@ from protocol import record_batch
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import MetadataRequest
-from tests.harness import Cluster, RawClient, fetch_request, produce_request
+from tests.support.cluster import Cluster
+from tests.support.raw_client import RawClient, fetch_request, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ def fast_cluster(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
 
 def _partition(cluster: Cluster, topic: str, ask: str | None = None) -> object:
     """Partition 0's metadata, from ``ask`` (a broker that is not paused) or the first broker."""
-    client = RawClient(ask or cluster.brokers[0].bootstrap)
+    client = RawClient(ask or cluster.broker(1).bootstrap)
     request = MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
     )
@@ -62,7 +63,7 @@ def _fetch(bootstrap: str, topic: str, offset: int = 0, last_fetched_epoch: int 
 
 
 def _segments(cluster: Cluster, broker_id: int, topic: str) -> bytes:
-    directory = cluster.broker(broker_id).workdir / "logs" / f"{topic}-0"
+    directory = cluster.broker(broker_id).log_dir / f"{topic}-0"
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
 
@@ -74,7 +75,7 @@ def test_followers_hold_the_same_batches_as_the_leader(fast_cluster: Cluster) ->
     expected = _segments(fast_cluster, leader.broker_id, "copied")
     fast_cluster.wait_for(
         lambda _zk: all(
-            _segments(fast_cluster, b.broker_id, "copied") == expected for b in fast_cluster.brokers
+            _segments(fast_cluster, b.broker_id, "copied") == expected for b in fast_cluster.brokers.values()
         ),
         "every replica to hold the leader's bytes",
     )
@@ -143,7 +144,7 @@ def test_a_fetch_past_the_end_of_its_last_epoch_is_told_where_the_logs_diverge(f
     old_leader = fast_cluster.broker(first.leader_id)
     assert _produce(old_leader.bootstrap, "diverge", [b"a", b"b", b"c"]).error_code == 0
     old_leader.stop()
-    ask = next(b.bootstrap for b in fast_cluster.brokers if b.broker_id != first.leader_id)
+    ask = next(b.bootstrap for b in fast_cluster.brokers.values() if b.broker_id != first.leader_id)
     second = fast_cluster.wait_for(
         lambda _zk: (
             (p := _partition(fast_cluster, "diverge", ask)) and p.leader_id not in (-1, first.leader_id) and p

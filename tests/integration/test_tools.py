@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.harness import ROOT, free_port
+from tests.support.cluster import ROOT, free_port
 from tools.console import LineReader, RecordFormatter, RecordParseError
 from tools.probe import answers_api_versions
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import Cluster
+from tests.support.cluster import Cluster
 from zk.server import ZooKeeperServer
 
 _topics = itertools.count()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.harness import Cluster
+from tests.support.cluster import Cluster
 from tools import COMMANDS, main
 
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install -e '.[pipeline]')")
@@ -21,6 +21,7 @@ def test_pipeline_is_a_samsa_command(capsys: pytest.CaptureFixture[str]) -> None
     assert "generate" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_generate_produces_count_events_to_the_topic(samsa: Cluster, new_topic: Callable[..., str]) -> None:
     from confluent_kafka import Consumer, TopicPartition
 

@@ -19,8 +19,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pipeline.kafka import DataLossError
 from pipeline.source import KafkaRange, SamsaDataSource, SamsaStreamReader
-from tests.harness import Cluster, free_port
 from tests.pipeline.util import produce
+from tests.support.cluster import Cluster, free_port
 
 BASE_MS = 1_700_000_000_000
 
@@ -55,6 +55,7 @@ def read_planned(reader: Any, start: dict, end: dict) -> list[tuple[int, int]]:
     ]
 
 
+@pytest.mark.integration
 def test_batch_read_gives_every_record_with_the_built_in_columns(
     samsa: Cluster, new_topic: Callable[..., str]
 ) -> None:
@@ -90,6 +91,7 @@ def test_batch_read_gives_every_record_with_the_built_in_columns(
     assert "headers" not in batch_read(options(samsa, subscribe=topic))[1][0]
 
 
+@pytest.mark.integration
 def test_batch_offsets_json_timestamps_assign_pattern_and_min_partitions(
     samsa: Cluster, new_topic: Callable[..., str]
 ) -> None:
@@ -155,6 +157,7 @@ def test_batch_offsets_json_timestamps_assign_pattern_and_min_partitions(
         )
 
 
+@pytest.mark.integration
 def test_stream_reader_rate_limits_stops_at_the_available_now_target_and_finds_new_partitions(
     samsa: Cluster, new_topic: Callable[..., str]
 ) -> None:
@@ -199,6 +202,7 @@ def test_stream_reader_rate_limits_stops_at_the_available_now_target_and_finds_n
     reader.stop()
 
 
+@pytest.mark.integration
 def test_streaming_start_by_timestamp_and_offsets_json(samsa: Cluster, new_topic: Callable[..., str]) -> None:
     topic = new_topic(1)
     produce(samsa.bootstrap, topic, ({"value": b"x", "timestamp": BASE_MS + i * 10} for i in range(10)))
@@ -208,6 +212,7 @@ def test_streaming_start_by_timestamp_and_offsets_json(samsa: Cluster, new_topic
     assert by_json.initialOffset() == {topic: {"0": 10}}
 
 
+@pytest.mark.integration
 def test_records_deleted_before_the_range_are_data_loss(
     samsa: Cluster, new_topic: Callable[..., str]
 ) -> None:
@@ -236,6 +241,7 @@ def test_records_deleted_before_the_range_are_data_loss(
     assert reader.latestOffset({topic: {"0": 50}, "gone": {"0": 3}}, ReadAllAvailable()) == {topic: {"0": 50}}
 
 
+@pytest.mark.integration
 def test_offsets_compacted_away_are_gaps_not_timeouts(samsa: Cluster) -> None:
     topic = "compacted"
     admin = AdminClient({"bootstrap.servers": samsa.bootstrap})
@@ -270,6 +276,7 @@ def test_offsets_compacted_away_are_gaps_not_timeouts(samsa: Cluster) -> None:
     assert time.monotonic() - started < 4
 
 
+@pytest.mark.integration
 def test_a_range_past_the_end_of_the_partition_times_out(
     samsa: Cluster, new_topic: Callable[..., str]
 ) -> None:

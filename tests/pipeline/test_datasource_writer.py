@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 
 from pipeline.kafka import KafkaWriteError
 from pipeline.source import HEADERS_TYPE, KafkaWriteCommit, SamsaDataSource, SamsaStreamWriter, kafka_schema
-from tests.harness import Cluster
+from tests.support.cluster import Cluster
 
 HEADERS_ARROW = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -46,6 +46,7 @@ def schema_of(batch: pa.RecordBatch) -> StructType:
     return StructType([StructField(f.name, types[f.type]) for f in batch.schema])
 
 
+@pytest.mark.integration
 def test_batch_writer_produces_every_row_to_its_topic_and_partition(
     samsa: Cluster, new_topic: Callable[..., str]
 ) -> None:
@@ -87,6 +88,7 @@ def test_batch_writer_produces_every_row_to_its_topic_and_partition(
     ]
 
 
+@pytest.mark.integration
 def test_the_topic_option_wins_over_the_topic_column(samsa: Cluster, new_topic: Callable[..., str]) -> None:
     target = new_topic(1)
     batch = pa.RecordBatch.from_pydict({"value": ["x", "y"], "topic": ["elsewhere", None]})
@@ -98,6 +100,7 @@ def test_the_topic_option_wins_over_the_topic_column(samsa: Cluster, new_topic: 
     assert [r["value"] for r in read_all(samsa, target)] == [b"x", b"y", b"y"]
 
 
+@pytest.mark.integration
 def test_an_undeliverable_row_fails_the_task(samsa: Cluster, new_topic: Callable[..., str]) -> None:
     topic = new_topic(1)
     batch = pa.RecordBatch.from_pydict({"value": ["x"], "partition": pa.array([7], pa.int32())})

@@ -26,8 +26,10 @@ from pyspark.sql import SparkSession
 
 from pipeline import job
 from pipeline.events import Event
-from tests.harness import ROOT, Cluster
 from tests.pipeline.util import produce
+from tests.support.cluster import ROOT, Cluster
+
+pytestmark = pytest.mark.integration
 
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z, on a window boundary
 WINDOW_MS = 10_000

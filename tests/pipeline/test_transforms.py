@@ -52,6 +52,7 @@ def stats(spark: SparkSession) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.integration
 def test_parse_events_types_the_json_and_drops_what_is_not_an_event(spark: SparkSession) -> None:
     raw = spark.createDataFrame([(v.encode(),) for v in EVENTS], "value binary")
     events = parse_events(raw)
@@ -86,6 +87,7 @@ def expected(start_ms: int, page: str, counts: tuple[int, int, int], users: int,
     }
 
 
+@pytest.mark.integration
 def test_page_stats_per_page_and_ten_second_window(spark: SparkSession) -> None:
     # percentiles are the smallest latency with at least that fraction of the window's at or below it
     assert stats(spark) == [
@@ -96,6 +98,7 @@ def test_page_stats_per_page_and_ten_second_window(spark: SparkSession) -> None:
     ]
 
 
+@pytest.mark.integration
 def test_stats_records_key_each_row_by_page_and_window(spark: SparkSession) -> None:
     raw = spark.createDataFrame([(v.encode(),) for v in EVENTS[:7]], "value binary")
     records = stats_records(page_stats(parse_events(raw))).orderBy("key").collect()

@@ -39,6 +39,7 @@ def test_legacy_schemas_cover_the_zookeeper_era_apis() -> None:
     assert keys == {4, 5, 6, 7, 56, 67}
 
 
+@pytest.mark.integration
 def test_kafka_39_writes_back_the_same_bytes() -> None:
     jar = JARS / "kafka-clients.jar"
     if not jar.exists() or shutil.which("java") is None:

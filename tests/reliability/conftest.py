@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.harness import ROOT
 from tests.reliability.scenario import Scenario, Settings
+from tests.support.cluster import ROOT
 from zk.server import ZooKeeperNotInstalled
 
 RESULTS = Path(__file__).parent / "results.md"

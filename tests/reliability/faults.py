@@ -20,7 +20,7 @@ __all__ = ["LOCALHOST", "NetworkSandbox", "Node", "Sandbox"]
 
 
 class _Process(Protocol):
-    """What tests.harness.ServerProcess and zk.server.ZooKeeperServer have in common."""
+    """What a LocalCluster node and zk.server.ZooKeeperServer have in common."""
 
     process: subprocess.Popen | None
 

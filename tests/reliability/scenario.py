@@ -33,14 +33,14 @@ from typing import Any
 
 import pytest
 
-from tests.harness import ROOT, Cluster, free_port
 from tests.reliability import checker
 from tests.reliability.checker import Report
 from tests.reliability.faults import Node, Sandbox
 from tests.reliability.history import INFO, OK, SEND, HistoryWriter, Op, load
 from tests.reliability.replicas import read_replicas
+from tests.support.cluster import ROOT
+from tools.local_cluster import LocalCluster
 from zk import znodes
-from zk.server import ZooKeeperServer
 
 TOPIC = "reliability"
 FIRST_VALUE_STRIDE = 1_000_000_000
@@ -87,11 +87,11 @@ class Scenario:
         self.healed_at: float | None = None
         self.started = time.monotonic()
         self.sandbox = Sandbox()
+        self.cluster: LocalCluster | None = None
         self.nodes: dict[str, Node] = {}
         self.producers: list[Worker] = []
         self.consumers: list[Worker] = []
         self._liveness: list[str] = []
-        self._zk: Any = None
         self._progress = _Progress(self.history_dir)
         self.nemesis: HistoryWriter | None = None
         self.report: Report | None = None
@@ -111,53 +111,33 @@ class Scenario:
         return self
 
     def _start_cluster(self) -> None:
+        """A LocalCluster in the sandbox (every node on an address of its own); each node is started as
+        a fault would start it, and written to the history so."""
         s = self.settings
-        zk_host = self.sandbox.address("zookeeper")
-        zookeeper = ZooKeeperServer(self.workdir / "zookeeper", free_port(), host=zk_host)
-        self.connect = zookeeper.connect_string
-        self._add("zookeeper", zookeeper).start()
-        self.cluster = Cluster(self.workdir / "cluster", self.connect, s.brokers, s.controllers)
-        common = {"zookeeper.session.timeout.ms": str(s.session_timeout_ms)}
-        for broker in self.cluster.brokers:
-            broker.overrides.update(common)
-            broker.overrides.update(
-                {
-                    "replica.lag.time.max.ms": str(s.replica_lag_time_max_ms),
-                    "min.insync.replicas": str(s.min_insync_replicas),
-                    "unclean.leader.election.enable": str(s.unclean_leader_election).lower(),
-                    "auto.create.topics.enable": "false",
-                    "controlled.shutdown.retry.backoff.ms": "500",
-                    **s.broker_overrides,
-                }
-            )
-            self._listen_on_own_address(f"broker-{broker.broker_id}", broker.overrides, broker.port)
-            self._add(f"broker-{broker.broker_id}", broker).start()
-        for controller in self.cluster.controllers:
-            controller.overrides.update(common)
-            controller.overrides["unclean.leader.election.enable"] = str(s.unclean_leader_election).lower()
-            self._listen_on_own_address(
-                f"controller-{controller.controller_id}", controller.overrides, controller.port
-            )
-            self._add(f"controller-{controller.controller_id}", controller).start()
-        self.wait(self._all_registered, "every broker registered and a controller active", 30)
-
-    def _listen_on_own_address(self, node: str, overrides: dict[str, str], port: int) -> None:
-        # Bound to every address of the sandbox (the harness checks readiness on 127.0.0.1), but known
-        # to the cluster by the node's own address, so that partitions by address apply.
-        if self.sandbox.isolated:
-            overrides["listeners"] = f"PLAINTEXT://0.0.0.0:{port}"
-            overrides["advertised.listeners"] = f"PLAINTEXT://{self.sandbox.address(node)}:{port}"
-
-    def _add(self, name: str, process: Any) -> Node:
+        self.cluster = LocalCluster(
+            self.workdir / "cluster",
+            brokers=s.brokers,
+            controllers=s.controllers,
+            sandbox=self.sandbox,
+            session_timeout_ms=s.session_timeout_ms,
+            # The controllers get the settings of these that a controller knows (unclean election).
+            overrides={
+                "replica.lag.time.max.ms": s.replica_lag_time_max_ms,
+                "min.insync.replicas": s.min_insync_replicas,
+                "unclean.leader.election.enable": s.unclean_leader_election,
+                "auto.create.topics.enable": False,
+                "controlled.shutdown.retry.backoff.ms": 500,
+                **s.broker_overrides,
+            },
+        )
+        self.cluster.claim_data_dir()
         assert self.nemesis is not None
-        node = Node(name, process, self.sandbox, self.nemesis)
-        self.nodes[name] = node
-        return node
-
-    def _all_registered(self) -> bool:
-        zk = self.zk()
-        ids = set(zk.get_children(znodes.BROKER_IDS)) if zk.exists(znodes.BROKER_IDS) else set()
-        return ids >= {str(b) for b in self.broker_ids} and bool(zk.exists(znodes.CONTROLLER))
+        for process in self.cluster.nodes:
+            node = Node(process.name, process, self.sandbox, self.nemesis)
+            self.nodes[process.name] = node
+            node.start()
+        self.connect = self.cluster.zookeeper_connect
+        self.cluster.wait_ready(30)
 
     def _create_topic(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -181,33 +161,21 @@ class Scenario:
     # -- views of the cluster -----------------------------------------------------------------------
 
     def zk(self) -> Any:
-        """A ZooKeeper client of the test's own, kept across the run (it reconnects by itself)."""
-        if self._zk is None:
-            from kazoo.client import KazooClient
-            from kazoo.retry import KazooRetry
-
-            retry = {"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 1}
-            self._zk = KazooClient(
-                self.connect,
-                timeout=10,
-                connection_retry=KazooRetry(**retry),
-                command_retry=KazooRetry(**retry),
-            )
-            self._zk.start(timeout=20)
-        return self._zk
+        """The cluster's ZooKeeper client (LocalCluster.zk: it retries through a reconnection, so a look
+        right after a ZooKeeper restart that outlasted its session does not fail)."""
+        assert self.cluster is not None
+        return self.cluster.zk()
 
     @property
     def broker_ids(self) -> list[int]:
-        return [b.broker_id for b in self.cluster.brokers]
+        return list(self.cluster.brokers)
 
     def broker(self, broker_id: int) -> Node:
         return self.nodes[f"broker-{broker_id}"]
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(
-            f"{self.sandbox.address(f'broker-{b.broker_id}')}:{b.port}" for b in self.cluster.brokers
-        )
+        return ",".join(b.address for b in self.cluster.brokers.values())
 
     def state(self, partition: int) -> znodes.PartitionState | None:
         path = znodes.partition_state_path(TOPIC, partition)
@@ -421,7 +389,7 @@ class Scenario:
         self._close_zk()
         for node in self.nodes.values():
             node.terminate()
-        log_dirs = {b.broker_id: Path(b.overrides["log.dirs"]) for b in self.cluster.brokers}
+        log_dirs = {b.broker_id: b.log_dir for b in self.cluster.brokers.values()}
         replicas = read_replicas(log_dirs, TOPIC)
         report = checker.check(
             load(self.history_dir),
@@ -480,16 +448,16 @@ class Scenario:
                 except Exception:  # keep stopping the others
                     pass
             self._close_zk()
+            if self.cluster is not None:
+                self.cluster.stop(graceful=False)
             if self.nemesis is not None:
                 self.nemesis.close()
         finally:
             self.sandbox.__exit__(None, None, None)
 
     def _close_zk(self) -> None:
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
-            self._zk = None
+        if self.cluster is not None:
+            self.cluster.disconnect()
 
 
 class _Progress:

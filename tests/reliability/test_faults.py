@@ -13,6 +13,8 @@ import pytest
 
 from tests.reliability.faults import Sandbox
 
+pytestmark = pytest.mark.integration
+
 SERVER = """
 import socket, sys
 s = socket.socket()

@@ -111,10 +111,12 @@ def run_rounds(tmp_path, rounds, max_delay):
     assert total > rounds  # appends did happen between kills
 
 
+@pytest.mark.integration
 def test_sigkill_loses_nothing_acknowledged(tmp_path):
     run_rounds(tmp_path, rounds=12, max_delay=0.6)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sigkill_soak(tmp_path):

@@ -1,5 +1,6 @@
 """Checks the captured client request vectors: every file splits into whole frames, kio parses every
-frame except the known librdkafka quirk, and README.md is what capture/readme.py generates from them."""
+frame except the known librdkafka quirk, and README.md is what tests/support/capture/readme.py generates
+from them."""
 
 import importlib.util
 import struct
@@ -15,7 +16,8 @@ KNOWN_KIO_FAILURES = {("confluent-kafka", 3, 12)}
 
 
 def _load_readme_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vectors_readme", VECTORS / "capture" / "readme.py")
+    path = VECTORS.parents[1] / "support" / "capture" / "readme.py"
+    spec = importlib.util.spec_from_file_location("vectors_readme", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

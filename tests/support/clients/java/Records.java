@@ -1,5 +1,5 @@
-// Produce and consume with the Java client, run as a single-file program by tests/clients/runners.py (see
-// tests/clients/py/records.py for the input file and the JSON printed on stdout). Usage:
+// Produce and consume with the Java client, run as a single-file program by tests/support/clients/runners.py (see
+// tests/support/clients/py/records.py for the input file and the JSON printed on stdout). Usage:
 //   java -cp <jars> Records.java HOST:PORT TIMEOUT_MS produce TOPIC CODEC ACKS IDEMPOTENT INPUT
 //   java -cp <jars> Records.java HOST:PORT TIMEOUT_MS consume TOPIC PARTITIONS EXPECTED
 // Every string in the output is base64, so the JSON needs no escaping.

@@ -1,5 +1,5 @@
-// Produce and consume with kafkajs, run as a subprocess by tests/clients/runners.py (see
-// tests/clients/py/records.py for the input file and the JSON printed on stdout). Usage:
+// Produce and consume with kafkajs, run as a subprocess by tests/support/clients/runners.py (see
+// tests/support/clients/py/records.py for the input file and the JSON printed on stdout). Usage:
 //   node records.js HOST:PORT TIMEOUT_MS produce TOPIC CODEC ACKS IDEMPOTENT INPUT
 //   node records.js HOST:PORT TIMEOUT_MS consume TOPIC PARTITIONS EXPECTED
 // kafkajs is resolved through NODE_PATH, which the runner points at the setup.sh cache.

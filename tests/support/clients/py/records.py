@@ -1,4 +1,5 @@
-"""Produce and consume with one of the Python clients, run as a subprocess by tests/clients/runners.py.
+"""Produce and consume with one of the Python clients, run as a subprocess by
+tests/support/clients/runners.py.
 
 Usage:
   python records.py CLIENT HOST:PORT TIMEOUT_MS produce TOPIC CODEC ACKS IDEMPOTENT INPUT

@@ -1,6 +1,6 @@
 """One consumer-group member of a Python client, for the consumer-group tests
-(tests/integration/test_consumer_groups_clients.py); the Python twin of tests/clients/js/group_member.js
-and tests/clients/java/GroupMember.java, speaking their protocol.
+(tests/integration/test_consumer_groups_clients.py); the Python twin of js/group_member.js and
+java/GroupMember.java beside it, speaking their protocol.
 
 Usage: python group_member.py CLIENT BOOTSTRAP TIMEOUT_MS TOPIC GROUP SESSION_MS
 with CLIENT one of aiokafka, kafka-python, confluent-kafka, each through its own consumer API and its

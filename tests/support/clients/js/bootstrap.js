@@ -1,6 +1,6 @@
 // Bootstrap check with kafkajs: admin describeCluster() and listTopics() against argv[2] ("host:port").
 // Prints one JSON object on stdout; any failure goes to stderr with a non-zero exit.
-// kafkajs is resolved through NODE_PATH, which tests/clients/runners.py points at the setup.sh cache.
+// kafkajs is resolved through NODE_PATH, which tests/support/clients/runners.py points at the setup.sh cache.
 'use strict'
 const { Kafka, logLevel } = require('kafkajs')
 

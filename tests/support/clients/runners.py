@@ -13,7 +13,7 @@ Each scenario function returns a structured result or raises:
   * ClientNotInstalled: the client tool (or the codec library it needs) is missing (the test skips);
   * ClientFailed: the client ran and failed; the message carries its stderr.
 
-Non-Python tools come from `make clientdeps` (tests/clients/setup.sh) under .cache/clients, or under
+Non-Python tools come from `make clientdeps` (tests/support/clients/setup.sh) under .cache/clients, or under
 $SAMSA_CLIENTS_DIR when set; kcat comes from Debian.
 """
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 JAVA_JARS = ("kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar")
 DEFAULT_TIMEOUT = 30.0
 # The client's own request timeouts get this share of the budget, so that a slow broker is reported
@@ -247,25 +247,25 @@ def bootstrap_confluent_kafka(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) 
 
 
 def bootstrap_kafkajs(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
-    """kafkajs admin describeCluster() and listTopics() (tests/clients/js/bootstrap.js)."""
+    """kafkajs admin describeCluster() and listTopics() (tests/support/clients/js/bootstrap.js)."""
     raw = _run_kafkajs("bootstrap.js", bootstrap, timeout)
     return _bootstrap_result("kafkajs", raw)
 
 
 def bootstrap_java(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
-    """Java AdminClient describeCluster() and listTopics() (tests/clients/java/Bootstrap.java)."""
+    """Java AdminClient describeCluster() and listTopics() (tests/support/clients/java/Bootstrap.java)."""
     raw = _run_java("Bootstrap.java", bootstrap, timeout)
     return _bootstrap_result("java", raw)
 
 
 def admin_kafkajs(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """kafkajs's admin client: create (3 partitions, retention.ms), list, describe topic and config, grow
-    to 5 partitions, delete (tests/clients/js/admin.js); returns what each step saw."""
+    to 5 partitions, delete (tests/support/clients/js/admin.js); returns what each step saw."""
     return _run_kafkajs("admin.js", bootstrap, timeout, [topic])
 
 
 def admin_java(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-    """The same with the Java AdminClient (tests/clients/java/Admin.java)."""
+    """The same with the Java AdminClient (tests/support/clients/java/Admin.java)."""
     return _run_java("Admin.java", bootstrap, timeout, [topic])
 
 
