@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.local_cluster import BrokerNode, ControllerNode, LocalCluster, free_port
+from tools.local_cluster_nodes import death_signal_preexec
 from zk.server import ZooKeeperNotInstalled, ZooKeeperServer
 
 __all__ = ["KAFKA_DEFAULTS", "ROOT", "Cluster", "chroot", "free_port", "lone_broker", "running_zookeeper"]
@@ -28,7 +29,8 @@ def running_zookeeper(workdir: Path) -> Iterator[ZooKeeperServer]:
     on exit; the calling test is skipped, saying why, when ZooKeeper is not installed."""
     import pytest
 
-    server = ZooKeeperServer(workdir, free_port())
+    # Tied to this process: a test run killed mid-way leaves no ZooKeeper behind.
+    server = ZooKeeperServer(workdir, free_port(), preexec_fn=death_signal_preexec())
     try:
         server.start()
     except ZooKeeperNotInstalled as e:
