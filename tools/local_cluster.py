@@ -771,7 +771,6 @@ class LocalCluster:
         from protocol.api import ApiKey
         from protocol.errors import ErrorCode
         from protocol.messages import CreateTopicsRequest
-        from tools.admin_client import AdminClient
 
         topic = CreateTopicsRequest.CreatableTopic(
             name=name,
@@ -785,13 +784,9 @@ class LocalCluster:
         )
         request = CreateTopicsRequest(topics=[topic], timeout_ms=int(timeout * 1000), validate_only=False)
 
-        async def create() -> Any:
-            async with AdminClient(self.bootstrap, "local-cluster", timeout) as admin:
-                return await admin.send_to_controller(
-                    ApiKey.CREATE_TOPICS, request, lambda r: [t.error_code for t in r.topics]
-                )
-
-        (result,) = asyncio.run(create()).topics
+        (result,) = self._ask_controller(
+            ApiKey.CREATE_TOPICS, request, lambda r: [t.error_code for t in r.topics], timeout
+        ).topics
         if result.error_code != ErrorCode.NONE:
             raise LocalClusterError(
                 f"creating {name}: {ErrorCode(result.error_code).name} {result.error_message or ''}".rstrip()
@@ -805,22 +800,30 @@ class LocalCluster:
         from protocol.api import ApiKey
         from protocol.errors import ErrorCode
         from protocol.messages import DeleteTopicsRequest
-        from tools.admin_client import AdminClient
 
         request = DeleteTopicsRequest(
             topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0))],
             timeout_ms=int(timeout * 1000),
         )
 
-        async def delete() -> Any:
-            async with AdminClient(self.bootstrap, "local-cluster", timeout) as admin:
-                return await admin.send_to_controller(
-                    ApiKey.DELETE_TOPICS, request, lambda r: [t.error_code for t in r.responses]
-                )
-
-        (result,) = asyncio.run(delete()).responses
+        (result,) = self._ask_controller(
+            ApiKey.DELETE_TOPICS, request, lambda r: [t.error_code for t in r.responses], timeout
+        ).responses
         if result.error_code != ErrorCode.NONE:
             raise LocalClusterError(f"deleting {name}: {ErrorCode(result.error_code).name}")
+
+    def _ask_controller(
+        self, api_key: Any, request: Any, error_codes: Callable[[Any], list[int]], timeout: float
+    ) -> Any:
+        """The response of the broker that forwards ``request`` to the controller (AdminClient's
+        send_to_controller: retried on NOT_CONTROLLER), over a client of its own for this one call."""
+        from tools.admin_client import AdminClient
+
+        async def ask() -> Any:
+            async with AdminClient(self.bootstrap, "local-cluster", timeout) as admin:
+                return await admin.send_to_controller(api_key, request, error_codes)
+
+        return asyncio.run(ask())
 
     def topic_partitions(self, topic: str, broker_id: int | None = None) -> dict[int, int]:
         """``{partition: leader}`` in a running broker's metadata ({} when it does not know the topic)."""
