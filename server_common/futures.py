@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -45,6 +45,52 @@ def all_of(futures: Sequence[asyncio.Future[T]]) -> asyncio.Future[list[T]]:
         result.set_result([future.result() for future in futures])
     except Exception as e:
         result.set_exception(e)
+    return result
+
+
+def compose(first: asyncio.Future[T], step: Callable[[T], asyncio.Future[U]]) -> asyncio.Future[U]:
+    """A future of the future ``step(first's result)`` returns: a later step that itself waits. An
+    exception (of ``first``, raised by ``step``, or of its future) and a cancellation pass on."""
+    if first.done() and not first.cancelled() and first.exception() is None:
+        try:
+            return step(first.result())
+        except Exception as e:
+            failed: asyncio.Future[U] = asyncio.get_running_loop().create_future()
+            failed.set_exception(e)
+            return failed
+    result: asyncio.Future[U] = asyncio.get_running_loop().create_future()
+
+    def run(done: asyncio.Future[T]) -> None:
+        if result.done():
+            return
+        if done.cancelled():
+            result.cancel()
+            return
+        try:
+            forward(step(done.result()), result)
+        except Exception as e:
+            result.set_exception(e)
+
+    first.add_done_callback(run)
+    return result
+
+
+def after(previous: asyncio.Future[Any], start: Callable[[], asyncio.Future[T]]) -> asyncio.Future[T]:
+    """``start()``'s future, started once ``previous`` is done, whatever its outcome: work that must
+    follow other work in order without depending on its result."""
+    if previous.done():
+        return start()
+    result: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def run(_: asyncio.Future[Any]) -> None:
+        if result.done():
+            return
+        try:
+            forward(start(), result)
+        except Exception as e:
+            result.set_exception(e)
+
+    previous.add_done_callback(run)
     return result
 
 

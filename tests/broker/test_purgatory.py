@@ -10,7 +10,7 @@ import pytest
 
 from network.handler_pool import Parked, park
 from protocol.messages import ApiVersionsResponse, Message
-from server_common.futures import all_of, completed, forward, then
+from server_common.futures import after, all_of, completed, compose, forward, then
 from server_common.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 
@@ -86,6 +86,31 @@ async def test_all_of_and_forward() -> None:
     forward(later, first)
     later.set_result(7)
     assert await both == [1, 7] and await first == 7
+
+
+async def test_compose_chains_a_step_that_itself_waits() -> None:
+    assert compose(completed(2), lambda n: completed(n + 1)).result() == 3
+    later: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    step: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    chained = compose(later, lambda n: step)
+    later.set_result(1)
+    await asyncio.sleep(0)
+    assert not chained.done()
+    step.set_result(9)
+    assert await chained == 9
+    failing = compose(completed(0), lambda n: completed(1 // n))
+    with pytest.raises(ZeroDivisionError):
+        failing.result()
+
+
+async def test_after_starts_once_the_previous_is_done_whatever_its_outcome() -> None:
+    previous: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    started: list[int] = []
+    following = after(previous, lambda: started.append(1) or completed(4))
+    assert not started
+    previous.set_exception(RuntimeError("the earlier work failed"))
+    assert await following == 4 and started == [1]
+    previous.exception()  # retrieved: the failure belonged to the earlier work
 
 
 def _response(error: int) -> Message:
