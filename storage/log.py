@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol import record_batch
-from protocol.record_batch import BatchHeader
+from protocol.record_batch import ATTR_TRANSACTIONAL, BatchHeader
 from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
 from storage.errors import (
+    InvalidTxnStateError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
@@ -42,10 +43,12 @@ from storage.leader_epoch import LeaderEpochFileCache
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_validator import LogValidator
 from storage.producer_state import (
+    SENTINEL,
     AppendOrigin,
     CompletedTxn,
     ProducerAppendInfo,
     ProducerStateManager,
+    VerificationGuard,
 )
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -117,6 +120,7 @@ class Log:
         had_clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         time_ms: Callable[[], int] = now_ms,
+        transaction_verification_enabled: bool = False,
     ) -> None:
         self.dir = os.path.abspath(directory)
         self.topic, self.partition = parse_topic_partition(os.path.basename(self.dir))
@@ -135,6 +139,7 @@ class Log:
         os.makedirs(self.dir, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms, self.name)
+        self.producer_state.transaction_verification_enabled = transaction_verification_enabled
         loaded = LogLoader(
             self.dir, self.name, config, time_ms, self.leader_epoch_cache, self.producer_state
         ).load(log_start_offset, recovery_point, had_clean_shutdown)
@@ -267,6 +272,46 @@ class Log:
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
+    # --- transaction verification (KIP-890 part 1) ---------------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        with self._lock:
+            return self.producer_state.has_ongoing_transaction(producer_id)
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """The guard a transactional append of this producer must carry once the coordinator has verified
+        the partition is in its transaction; SENTINEL when its transaction here is ongoing already (no
+        verification needed)."""
+        with self._lock:
+            psm = self.producer_state
+            if psm.has_ongoing_transaction(producer_id):
+                return SENTINEL
+            return psm.maybe_create_verification_state_entry(
+                producer_id, sequence, epoch, self._time_ms()
+            ).guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        with self._lock:
+            return self.producer_state.verification_guard(producer_id)
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, coordinator epoch, first offset of the
+        ongoing transaction or -1) of every producer the state knows (DescribeProducers)."""
+        with self._lock:
+            return [
+                (
+                    pid,
+                    e.producer_epoch,
+                    e.last_seq,
+                    e.last_timestamp,
+                    e.coordinator_epoch,
+                    -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+                )
+                for pid, e in self.producer_state.producers.items()
+            ]
+
     # --- appends -------------------------------------------------------------------------------------
 
     def append_as_leader(
@@ -274,20 +319,29 @@ class Log:
         records: bytearray | memoryview | bytes,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard = SENTINEL,
     ) -> LogAppendInfo:
         """Appends batches as the leader: offsets are assigned by patching each batch's base offset and
         partition leader epoch (and LogAppendTime when the topic asks) in the caller's buffer, which must
         be writable (bytes are copied first). Raises the storage errors for invalid batches, producer
         sequence or epoch problems; a retried batch already in the log is not appended again and its
-        original offsets are returned with duplicate=True."""
+        original offsets are returned with duplicate=True. With transaction verification on, a client's
+        transactional batch that does not continue an ongoing transaction needs the guard of its
+        producer's verification (InvalidTxnStateError otherwise)."""
         buf = memoryview(records if not isinstance(records, bytes) else bytearray(records))
-        return self._append(buf, origin, leader_epoch)
+        return self._append(buf, origin, leader_epoch, verification_guard)
 
     def append_as_follower(self, records: bytearray | memoryview | bytes) -> LogAppendInfo:
         """Appends batches fetched from the leader, keeping their offsets (which must not go backwards)."""
         return self._append(memoryview(records), AppendOrigin.REPLICATION, None)
 
-    def _append(self, buf: memoryview, origin: AppendOrigin, leader_epoch: int | None) -> LogAppendInfo:
+    def _append(
+        self,
+        buf: memoryview,
+        origin: AppendOrigin,
+        leader_epoch: int | None,
+        verification_guard: VerificationGuard = SENTINEL,
+    ) -> LogAppendInfo:
         now = self._time_ms()
         config = self.config
         batches, valid_bytes = LogValidator.validate_append(buf, config, origin, self.name, now)
@@ -352,7 +406,7 @@ class Log:
 
             segment = self._maybe_roll(valid_bytes, max_ts, first_offset, last_offset, now)
             infos, completed, duplicate = (
-                self._analyze_producer_state(buf, batches, bases, placed, origin)
+                self._analyze_producer_state(buf, batches, bases, placed, origin, verification_guard)
                 if has_producer
                 else ({}, [], None)
             )
@@ -378,6 +432,9 @@ class Log:
             psm = self.producer_state
             for info in infos.values():
                 psm.update(info)
+                if info.transactional:
+                    # A first offset or a marker now stands for the transaction: its verification is spent.
+                    psm.clear_verification_state_entry(info.producer_id)
             for txn in completed:
                 lso = psm.last_stable_offset(txn)
                 if txn.is_aborted:
@@ -407,6 +464,7 @@ class Log:
         bases: list[int],
         placed: list[tuple[int, int, int]],
         origin: AppendOrigin,
+        verification_guard: VerificationGuard = SENTINEL,
     ) -> tuple[dict[int, ProducerAppendInfo], list[CompletedTxn], _Duplicate | None]:
         infos: dict[int, ProducerAppendInfo] = {}
         completed: list[CompletedTxn] = []
@@ -415,15 +473,31 @@ class Log:
             pid = header.producer_id
             if pid < 0:
                 continue
+            info = infos.get(pid)
             if origin is AppendOrigin.CLIENT:
                 entry = psm.last_entry(pid)
                 meta = entry.find_duplicate_batch(header) if entry is not None else None
                 if meta is not None:
                     return infos, completed, _Duplicate(meta.first_offset, meta.last_offset, meta.timestamp)
-            info = infos.get(pid)
+                if (
+                    header.attributes & ATTR_TRANSACTIONAL
+                    and psm.transaction_verification_enabled
+                    and not header.is_control
+                    # Ongoing here, or opened by an earlier batch of this same append.
+                    and not (info is not None and info.updated.current_txn_first_offset is not None)
+                    and not psm.has_ongoing_transaction(pid)
+                    and not psm.verification_guard(pid).verify(verification_guard)
+                ):
+                    # KIP-890: a transactional batch the transaction coordinator has not confirmed is
+                    # part of an ongoing transaction would hold the last stable offset back forever.
+                    raise InvalidTxnStateError(
+                        f"Record of producer {pid} for {self.name} was not part of an ongoing transaction"
+                    )
             if info is None:
                 info = infos[pid] = psm.prepare_update(pid, origin)
             txn = info.append_batch(buf, pos, header, base, ts)
+            if header.attributes & ATTR_TRANSACTIONAL:
+                info.transactional = True
             if txn is not None:
                 completed.append(txn)
         return infos, completed, None
@@ -554,10 +628,15 @@ class Log:
         """Aborted transactions overlapping [start_offset, upper_bound_offset), for read_committed fetches."""
         with self._lock:
             out: list[AbortedTxn] = []
+            # An abort is indexed in the segment of its marker, which may lie beyond the upper bound
+            # (another producer's open transaction holds the LSO below it): the search goes on until an
+            # entry whose last stable offset reaches the upper bound shows nothing later can overlap
+            # (Kafka's TxnIndexSearchResult.isComplete).
             for segment in self._segments[max(self._floor_index(start_offset), 0) :]:
-                if segment.base_offset >= upper_bound_offset and out:
+                found, complete = segment.txn_index.search(start_offset, upper_bound_offset)
+                out.extend(found)
+                if complete:
                     break
-                out.extend(segment.collect_aborted_txns(start_offset, upper_bound_offset))
             return out
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:

@@ -76,6 +76,7 @@ class LogManager:
         cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024,
         cleaner_backoff_ms: int = 15_000,
         time_ms: Callable[[], int] = now_ms,
+        transaction_verification_enabled: bool = True,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -83,6 +84,9 @@ class LogManager:
         self.default_config = default_config
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._producer_id_expiration_ms = producer_id_expiration_ms
+        # transaction.partition.verification.enable (KIP-890): the broker's logs refuse unverified
+        # transactional batches from clients.
+        self._transaction_verification_enabled = transaction_verification_enabled
         self._time_ms = time_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
@@ -181,6 +185,7 @@ class LogManager:
             had_clean_shutdown=clean,
             producer_id_expiration_ms=self._producer_id_expiration_ms,
             time_ms=self._time_ms,
+            transaction_verification_enabled=self._transaction_verification_enabled,
         )
 
     # --- logs ----------------------------------------------------------------------------------------
@@ -219,6 +224,7 @@ class LogManager:
                     had_clean_shutdown=True,
                     producer_id_expiration_ms=self._producer_id_expiration_ms,
                     time_ms=self._time_ms,
+                    transaction_verification_enabled=self._transaction_verification_enabled,
                 )
             except OSError as e:
                 if not existed:  # a half-made directory would be loaded as a log at the next start

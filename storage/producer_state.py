@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import logging
 import os
 import re
@@ -74,6 +75,50 @@ def parse_end_txn_marker(record: Record) -> tuple[bool, int]:
         raise ValueError(f"unknown control record type {control_type}")
     _, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
     return control_type == 0, coordinator_epoch
+
+
+class VerificationGuard:
+    """A token tying a produce's verification to the append it allows (Kafka's VerificationGuard): only
+    the guard of the producer's current verification entry lets a transactional batch in, and
+    SENTINEL (no verification asked for) never does."""
+
+    __slots__ = ("value",)
+    _ids = itertools.count(1)
+
+    def __init__(self, value: int | None = None) -> None:
+        self.value = next(VerificationGuard._ids) if value is None else value
+
+    def verify(self, presented: VerificationGuard) -> bool:
+        """Whether ``presented`` (the guard an append carries) is this one and not the sentinel."""
+        return presented is not SENTINEL and presented.value == self.value
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard({self.value})"
+
+
+SENTINEL = VerificationGuard(0)
+
+
+class VerificationStateEntry:
+    """A verification under way for one producer (Kafka's VerificationStateEntry): its guard, when it
+    started (entries left unverified expire with producer.id.expiration.ms), and the lowest sequence
+    and epoch seen while verifying, so that a higher sequence cannot overtake a lower one that failed
+    verification with a retriable error."""
+
+    __slots__ = ("epoch", "guard", "lowest_sequence", "timestamp")
+
+    def __init__(self, timestamp: int, sequence: int, epoch: int) -> None:
+        self.timestamp = timestamp
+        self.guard = VerificationGuard()
+        self.lowest_sequence = sequence
+        self.epoch = epoch
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
 
 
 class BatchMetadata(NamedTuple):
@@ -171,10 +216,16 @@ class ProducerAppendInfo:
     """The changes one append makes to one producer, validated before anything is written."""
 
     def __init__(
-        self, producer_id: int, current: ProducerStateEntry | None, origin: AppendOrigin, partition: str = ""
+        self,
+        producer_id: int,
+        current: ProducerStateEntry | None,
+        origin: AppendOrigin,
+        partition: str = "",
+        verification: VerificationStateEntry | None = None,
     ) -> None:
         self.producer_id = producer_id
         self.origin = origin
+        self.verification = verification
         self._partition = partition
         self.current = current if current is not None else ProducerStateEntry(producer_id)
         self.updated = ProducerStateEntry(
@@ -185,6 +236,7 @@ class ProducerAppendInfo:
             current_txn_first_offset=self.current.current_txn_first_offset,
         )
         self.started_transactions: list[TxnMetadata] = []
+        self.transactional = False  # a transactional batch or marker was staged (its verification is spent)
 
     def _check_producer_epoch(self, epoch: int, offset: int) -> None:
         if epoch < self.updated.producer_epoch:
@@ -198,6 +250,14 @@ class ProducerAppendInfo:
                 raise InvalidProducerEpochError(message)
 
     def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        verification = self.verification
+        # Only the append's first batch of the producer: the rest follow it in sequence.
+        if verification is not None and self.updated.is_empty and first_seq > verification.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {self.producer_id} at offset {offset} in "
+                f"{self._partition}: {first_seq} (incoming seq. number), {verification.lowest_sequence} "
+                "(earliest seen sequence)"
+            )
         if epoch != self.updated.producer_epoch:
             if first_seq != 0 and self.updated.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceError(
@@ -290,6 +350,10 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.partition = partition
         self.producers: dict[int, ProducerStateEntry] = {}
+        # KIP-890: set by the broker (transaction.partition.verification.enable); a log nobody told
+        # (tools, tests of storage alone) trusts its callers, as a Kafka log without the config would.
+        self.transaction_verification_enabled = False
+        self._verification: dict[int, VerificationStateEntry] = {}
         self._ongoing: dict[int, TxnMetadata] = {}  # first offset -> txn, insertion ordered by offset
         self._unreplicated: dict[int, TxnMetadata] = {}
         self.map_end_offset = 0
@@ -310,7 +374,13 @@ class ProducerStateManager:
     # --- appends -------------------------------------------------------------------------------------
 
     def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
-        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), origin, self.partition)
+        return ProducerAppendInfo(
+            producer_id,
+            self.producers.get(producer_id),
+            origin,
+            self.partition,
+            self._verification.get(producer_id) if self._verification else None,
+        )
 
     def replay_batch(self, buf: memoryview, pos: int, header: BatchHeader) -> CompletedTxn | None:
         """Applies a batch already in the log (loading, recovery, truncation); a transaction marker
@@ -337,6 +407,31 @@ class ProducerStateManager:
         return self.producers.get(producer_id)
 
     # --- transactions --------------------------------------------------------------------------------
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        """The producer's verification entry, created if it has none; a lower sequence or higher epoch
+        is noted in it."""
+        entry = self._verification.get(producer_id)
+        if entry is None:
+            entry = self._verification[producer_id] = VerificationStateEntry(now_ms, sequence, epoch)
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verification.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self._verification.pop(producer_id, None)
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        entry = self._verification.get(producer_id)
+        return SENTINEL if entry is None else entry.guard
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open or not yet replicated transaction."""
@@ -379,6 +474,10 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self.producers[pid]
+        # Verifications that never led to an append (the coordinator refused, the producer went away).
+        for pid, verification in list(self._verification.items()):
+            if now_ms - verification.timestamp >= self.producer_id_expiration_ms:
+                del self._verification[pid]
         return expired
 
     # --- snapshots -----------------------------------------------------------------------------------

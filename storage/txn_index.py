@@ -70,6 +70,18 @@ class TransactionIndex:
             t for t in self._entries if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset
         ]
 
+    def search(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        """The entries overlapping [fetch_offset, upper_bound_offset), and whether the search may stop
+        here: an entry whose last stable offset reaches the upper bound was written when every
+        transaction overlapping the range had completed (Kafka's TransactionIndex.collectAbortedTxns)."""
+        found = []
+        for t in self._entries:
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+                found.append(t)
+            if t.last_stable_offset >= upper_bound_offset:
+                return found, True
+        return found, False
+
     def truncate_to(self, offset: int) -> None:
         """Removes entries whose abort marker is at or after `offset`."""
         keep = [t for t in self._entries if t.last_offset < offset]
