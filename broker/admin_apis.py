@@ -7,8 +7,7 @@ their handlers into KafkaApis:
 - topics (CreateTopics, DeleteTopics, CreatePartitions, Metadata auto-creation): ``topic_admin``;
 - configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): ``config_admin``, with the dynamic
   broker settings in ``dynamic_config`` and the watch that applies changes in ``config_listener``;
-- DeleteRecords (here, over the ReplicaManager: its answer, which waits for the followers, is parked)
-  and InitProducerId (here, over ``producer_id_manager``);
+- DeleteRecords (here, over the ReplicaManager: its answer, which waits for the followers, is parked);
 - ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: ``replica_admin``, which
   forwards them to the active controller.
 """
@@ -26,19 +25,16 @@ from broker.config_listener import ConfigChangeListener
 from broker.controller_channel import ControllerChannel
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.metadata_cache import MetadataCache
-from broker.producer_id_manager import ProducerIdManager
 from broker.replica_admin import ReplicaAdmin
 from broker.replica_manager import DeleteRecordsPartitionResult, DeleteRecordsResults, ReplicaManager
 from broker.topic_admin import TopicAdmin
 from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode
 from protocol.messages import (
     DeleteRecordsRequest,
     DeleteRecordsResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
     Message,
 )
 from protocol.topic import is_internal
@@ -48,9 +44,6 @@ from zk.kafka_zk_client import KafkaZkClient
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Message | Parked | None]]
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 
 
 class AdminApis:
@@ -74,7 +67,6 @@ class AdminApis:
         self.configs = ConfigAdmin(
             config.broker_id, self._config_value, admin_zk, metadata_cache, self.dynamic, self.listener
         )
-        self.producer_ids = ProducerIdManager(config.broker_id, kafka_zk.zk)
         self.replicas = ReplicaAdmin(
             metadata_cache,
             ControllerChannel(kafka_zk.zk, config.broker_id, config["controller.socket.timeout.ms"] / 1000),
@@ -94,7 +86,6 @@ class AdminApis:
             ApiKey.ALTER_CONFIGS: self.configs.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.configs.handle_incremental_alter_configs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
-            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.ELECT_LEADERS: self.replicas.handle_elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.replicas.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.replicas.handle_list_partition_reassignments,
@@ -154,31 +145,4 @@ class AdminApis:
                 )
                 for topic in body.topics
             ],
-        )
-
-    # -- InitProducerId ---------------------------------------------------------------------------
-
-    async def handle_init_producer_id(self, request: Request) -> InitProducerIdResponse:
-        body: InitProducerIdRequest = request.body
-        try:
-            # Before v3 the fields are absent and decode as -1.
-            if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "producer id and epoch must be given together")
-            if body.transactional_id is not None:
-                if not body.transactional_id:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST)
-                # Transactions need the transaction coordinator, which Samsa does not have yet.
-                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            # Kafka hands an idempotent producer a fresh id with epoch 0 whatever id it had: such a
-            # producer bumps its epoch itself (KIP-360) and asks again only to start over.
-            new_id = await self.producer_ids.generate_producer_id()
-        except KafkaError as e:
-            return InitProducerIdResponse(
-                throttle_time_ms=0,
-                error_code=e.code,
-                producer_id=NO_PRODUCER_ID,
-                producer_epoch=NO_PRODUCER_EPOCH,
-            )
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=new_id, producer_epoch=0
         )

@@ -187,6 +187,7 @@ BROKER_CONFIG = (
     .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, _POSITIVE)
     .define("transaction.remove.expired.transaction.cleanup.interval.ms", _I, 3600000, _POSITIVE)
     .define("producer.id.expiration.ms", _I, 86400000, _NON_NEGATIVE)
+    .define("transaction.partition.verification.enable", _B, True)
     # SASL
     .define("sasl.enabled.mechanisms", _LIST, "GSSAPI")
     .define("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI")

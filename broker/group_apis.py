@@ -1,12 +1,13 @@
 """GroupApis: the broker's handlers for the group coordinator's APIs, merged into KafkaApis.
 
-FindCoordinator (creating ``__consumer_offsets`` on first use, as Kafka does), JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups and
-DeleteGroups: each converts its request for ``coordinator.group_coordinator`` and the outcome back into
-the response of the request's version. JoinGroup and SyncGroup wait for their rebalance, and
-OffsetCommit, OffsetDelete and DeleteGroups for their records to be written, without holding a request
-handler: the coordinator answers with a future, on which the response is parked
-(``network.handler_pool.park``).
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups,
+ListGroups and DeleteGroups (FindCoordinator is ``broker.find_coordinator``'s): each converts its
+request for ``coordinator.group_coordinator`` and the outcome back into the response of the request's
+version. TxnOffsetCommit (a transaction's offsets, pending until its marker, which the WriteTxnMarkers
+handler reports through ``on_txn_marker_written``) is here too. JoinGroup and SyncGroup wait for their
+rebalance, and OffsetCommit, TxnOffsetCommit, OffsetDelete and DeleteGroups for their records to be
+written, without holding a request handler: the coordinator answers with a future, on which the
+response is parked (``network.handler_pool.park``).
 
 This module also gives the coordinator what it needs of the broker (``coordinator`` does not import
 ``broker``): ``CoordinatorTopicReplicas`` appends to and reads this broker's replicas of
@@ -34,20 +35,19 @@ from coordinator.group_metadata_manager import (
     GroupMetadataManager,
     OffsetConfig,
     PartitionLog,
+    append_error_to_coordinator_error,
 )
 from coordinator.join_group import MemberJoin
 from coordinator.leave_group import MemberIdentity
 from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
-from protocol.errors import ErrorCode, KafkaError, description
+from protocol.errors import ErrorCode
 from protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -65,24 +65,25 @@ from protocol.messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from protocol.topic import GROUP_METADATA_TOPIC
 from server_common.futures import completed, then
-from server_common.tasks import cancel_and_wait
 from storage.producer_state import AppendOrigin
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Message | Parked | None]]
-CreateTopic = Callable[[str, int, int, dict[str, str]], Awaitable[None]]
 
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # DescribeGroups' authorized operations without an authorizer: every group operation (READ = 3,
 # DELETE = 6, DESCRIBE = 8), as a bit field.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 CLASSIC_GROUP_TYPE = "classic"
 NO_OFFSET = -1
+# OffsetFetch's stand-in for the offset of a partition whose commit is pending (require_stable).
+_UNSTABLE = OffsetAndMetadata(NO_OFFSET)
 
 
 class _RequestPartition(Protocol):
@@ -150,6 +151,29 @@ def _append_result(tp: tuple[str, int], results: ProduceResults) -> AppendResult
     return AppendResult(results[tp].error, results[tp].base_offset)
 
 
+def _txn_offset_commit_error(error: int, version: int) -> int:
+    """A TxnOffsetCommit error as the request's version knows it (Kafka's KafkaApis and
+    AddPartitionsToTxnManager): a fenced producer is INVALID_PRODUCER_EPOCH to producers; before v4
+    TRANSACTION_ABORTABLE (KIP-890) is INVALID_TXN_STATE; before v2 COORDINATOR_LOAD_IN_PROGRESS is
+    COORDINATOR_NOT_AVAILABLE (0.11-2.0 clients did not expect it)."""
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version < 4:
+        return ErrorCode.INVALID_TXN_STATE
+    if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < 2:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return error
+
+
+def _verification_error(error: int) -> int:
+    """A failed verification as TxnOffsetCommit answers it (Kafka's maybeConvertOffsetCommitError): a
+    coordinator that could not be asked is a retriable COORDINATOR_LOAD_IN_PROGRESS, which old clients
+    retry without looking for the coordinator again."""
+    if error == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return append_error_to_coordinator_error(error, for_commit=True)
+
+
 def group_config(config: KafkaConfig) -> GroupConfig:
     return GroupConfig(
         min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -178,12 +202,10 @@ class GroupApis:
         config: KafkaConfig,
         metadata_cache: MetadataCache,
         replica_manager: ReplicaManager,
-        create_topic: CreateTopic,
     ) -> None:
         self.config = config
         self.metadata_cache = metadata_cache
-        self._create_topic = create_topic
-        self._creating: asyncio.Task[None] | None = None
+        self.replica_manager = replica_manager
         manager = GroupMetadataManager(
             config.broker_id,
             offset_config(config),
@@ -196,7 +218,6 @@ class GroupApis:
     def handlers(self) -> dict[int, Handler]:
         """api key -> handler, merged into KafkaApis."""
         return {
-            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.JOIN_GROUP: self.handle_join_group,
             ApiKey.SYNC_GROUP: self.handle_sync_group,
             ApiKey.HEARTBEAT: self.handle_heartbeat,
@@ -207,13 +228,13 @@ class GroupApis:
             ApiKey.DESCRIBE_GROUPS: self.handle_describe_groups,
             ApiKey.LIST_GROUPS: self.handle_list_groups,
             ApiKey.DELETE_GROUPS: self.handle_delete_groups,
+            ApiKey.TXN_OFFSET_COMMIT: self.handle_txn_offset_commit,
         }
 
     def startup(self) -> None:
         self.coordinator.startup()
 
     async def shutdown(self) -> None:
-        await cancel_and_wait([self._creating])
         await self.coordinator.shutdown()
 
     def on_role_change(self, topic: str, partition: int, leader: bool, leader_epoch: int) -> None:
@@ -226,77 +247,11 @@ class GroupApis:
         else:
             self.coordinator.on_resignation(partition, leader_epoch if leader_epoch >= 0 else None)
 
-    # -- FindCoordinator --------------------------------------------------------------------------
-
-    def _maybe_create_offsets_topic(self) -> None:
-        if self._creating is not None and not self._creating.done():
-            return
-        replication = self.config["offsets.topic.replication.factor"]
-        configs = {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
-            "compression.type": "producer",
-        }
-
-        async def create() -> None:
-            try:
-                await self._create_topic(
-                    GROUP_METADATA_TOPIC, self.config["offsets.topic.num.partitions"], replication, configs
-                )
-            except KafkaError as e:
-                log.warning("cannot create %s yet: %s", GROUP_METADATA_TOPIC, e)
-            except Exception:  # ZooKeeper trouble: the next FindCoordinator tries again
-                log.exception("creating %s failed", GROUP_METADATA_TOPIC)
-
-        self._creating = asyncio.get_running_loop().create_task(create(), name="create-offsets-topic")
-
-    def _find_coordinator(self, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
-        """(error, node id, host, port) of the coordinator of ``key``."""
-        no_node = (-1, "", -1)
-        if key_type == TRANSACTION_KEY_TYPE:
-            # No transaction coordinator runs yet: Kafka's answer while none is available.
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-        if key_type != GROUP_KEY_TYPE:
-            return (ErrorCode.INVALID_REQUEST, *no_node)
-        if not self.metadata_cache.contains(GROUP_METADATA_TOPIC):
-            self._maybe_create_offsets_topic()
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-        found = self.metadata_cache.partition(GROUP_METADATA_TOPIC, self.coordinator.partition_for(key))
-        if found is None or found.leader < 0 or not self.metadata_cache.is_alive(found.leader):
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-        endpoint = self.metadata_cache.endpoint(found.leader, listener)
-        if endpoint is None:
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
-        return ErrorCode.NONE, found.leader, endpoint.host, endpoint.port
-
-    async def handle_find_coordinator(self, request: Request) -> Message:
-        body: FindCoordinatorRequest = request.body
-        version = request.version
-        key_type = body.key_type
-        if version < 4:
-            error, node, host, port = self._find_coordinator(body.key, key_type, request.listener)
-            return FindCoordinatorResponse(
-                throttle_time_ms=0,
-                error_code=error,
-                error_message=description(error) if error else None,
-                node_id=node,
-                host=host,
-                port=port,
-            )
-        coordinators = []
-        for key in body.coordinator_keys:
-            error, node, host, port = self._find_coordinator(key, key_type, request.listener)
-            coordinators.append(
-                FindCoordinatorResponse.Coordinator(
-                    key=key,
-                    node_id=node,
-                    host=host,
-                    port=port,
-                    error_code=error,
-                    error_message=description(error) if error else None,
-                )
-            )
-        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    def on_txn_marker_written(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """The WriteTxnMarkers handler appended (and replicated) the producer's COMMIT or ABORT marker to
+        ``__consumer_offsets-<offsets_partition>``: the transactional offsets of that producer in the
+        partition's groups become committed offsets, or are dropped (Kafka's onTransactionCompleted)."""
+        self.coordinator.on_transaction_completed(producer_id, [offsets_partition], commit)
 
     # -- the group protocol -----------------------------------------------------------------------
 
@@ -471,6 +426,92 @@ class GroupApis:
         )
         return park(committed, response)
 
+    async def handle_txn_offset_commit(self, request: Request) -> Message | Parked | None:
+        """TxnOffsetCommit v0-4: a transactional producer's offsets for a group, pending in the group
+        until the transaction's marker; answered once the transactional records are replicated."""
+        body: TxnOffsetCommitRequest = request.body
+        version = request.version
+        now = _now_ms()
+        known, unknown = self._known_partitions(body.topics)
+        offsets = {
+            tp: OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+            )
+            for tp, p in known
+        }
+
+        def response(errors: dict[tuple[str, int], int]) -> Message:
+            errors = {**errors, **unknown}
+            return TxnOffsetCommitResponse(
+                throttle_time_ms=0,
+                topics=[
+                    TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+                        name=topic.name,
+                        partitions=[
+                            TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                                partition_index=p.partition_index,
+                                error_code=_txn_offset_commit_error(
+                                    errors[(topic.name, p.partition_index)], version
+                                ),
+                            )
+                            for p in topic.partitions
+                        ],
+                    )
+                    for topic in body.topics
+                ],
+            )
+
+        if not offsets:
+            return response({})
+        # Before v3 there is no member id, instance id or generation: the defaults (-1, "", null)
+        # skip the member checks, as Kafka's.
+        commit = partial(
+            self.coordinator.handle_txn_commit_offsets,
+            body.group_id,
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.member_id if version >= 3 else "",
+            body.group_instance_id if version >= 3 else None,
+            body.generation_id if version >= 3 else -1,
+            offsets,
+        )
+        verified = self._verify_txn_offset_commit(body, version)
+        if verified is None:
+            return park(commit(), response)
+
+        async def commit_once_verified() -> dict[tuple[str, int], int]:
+            error = await verified
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, _verification_error(error))
+            return await commit()
+
+        return park(asyncio.get_running_loop().create_task(commit_once_verified()), response)
+
+    def _verify_txn_offset_commit(
+        self, body: TxnOffsetCommitRequest, version: int
+    ) -> asyncio.Future[int] | None:
+        """KIP-890 for TxnOffsetCommit, as Kafka: unless the producer's transaction is ongoing in the
+        group's offsets partition already, the transaction coordinator must confirm that partition is
+        part of it (AddOffsetsToTxn added it); else offsets that no marker would ever complete would
+        stay pending, and OffsetFetch with require_stable answer UNSTABLE_OFFSET_COMMIT, for good. The
+        error of the verification (NONE: verified); None when there is nothing to verify (verification
+        off, the group not served here, or the transaction ongoing)."""
+        verifier = self.replica_manager.add_partitions_to_txn
+        if verifier is None or self.coordinator.status.validate(body.group_id) is not None:
+            return None
+        tp = (GROUP_METADATA_TOPIC, self.coordinator.partition_for(body.group_id))
+        found = self.replica_manager.get_partition(*tp)
+        if found is None or found.log is None or found.log.has_ongoing_transaction(body.producer_id):
+            return None
+        unverified = verifier.verify_transaction(
+            body.transactional_id, body.producer_id, body.producer_epoch, [tp], version >= 4
+        )
+        return then(unverified, lambda errors: errors.get(tp, ErrorCode.NONE))
+
     def _fetched_topics(
         self,
         offsets: dict[tuple[str, int], OffsetAndMetadata | None],
@@ -485,18 +526,24 @@ class GroupApis:
                     committed_offset=NO_OFFSET if found is None else found.offset,
                     committed_leader_epoch=-1 if found is None else found.leader_epoch,
                     metadata="" if found is None else found.metadata,
-                    error_code=ErrorCode.NONE,
+                    # A pending commit (require_stable): no offset, and the client retries.
+                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT if found is _UNSTABLE else ErrorCode.NONE,
                 )
             )
         return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]
 
     def _fetch_offsets(
-        self, group_id: str, topics: Sequence[_OffsetFetchTopic] | None
+        self, group_id: str, topics: Sequence[_OffsetFetchTopic] | None, require_stable: bool = False
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        """(error, offsets); with ``require_stable`` (OffsetFetch v7+) the partitions with a pending
+        commit, transactional or not, map to ``_UNSTABLE`` (UNSTABLE_OFFSET_COMMIT, as Kafka)."""
         partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         error, offsets = self.coordinator.handle_fetch_offsets(group_id, partitions)
         if partitions is None:
             offsets = dict(sorted(offsets.items()))
+        if require_stable and not error:
+            for tp in self.coordinator.unstable_offsets(group_id, list(offsets)):
+                offsets[tp] = _UNSTABLE
         return error, offsets
 
     async def handle_offset_fetch(self, request: Request) -> Message:
@@ -505,7 +552,7 @@ class GroupApis:
         if version >= 8:
             groups = []
             for g in body.groups:
-                error, offsets = self._fetch_offsets(g.group_id, g.topics)
+                error, offsets = self._fetch_offsets(g.group_id, g.topics, body.require_stable)
                 groups.append(
                     OffsetFetchResponse.OffsetFetchResponseGroup(
                         group_id=g.group_id,
@@ -522,7 +569,7 @@ class GroupApis:
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         # Before v2 "all topics" did not exist; an empty list meant none.
         topics = body.topics if version >= 2 else body.topics or []
-        error, offsets = self._fetch_offsets(body.group_id, topics)
+        error, offsets = self._fetch_offsets(body.group_id, topics, version >= 7 and body.require_stable)
         if error and version < 2 and topics is not None:  # (a list before v2: see above)
             # No top-level error before v2: each partition carries it.
             by_topic = [

@@ -2,8 +2,9 @@
 
 Each handler takes a decoded ``Request`` and returns the response message (None when the request gets
 no response, as an acks=0 Produce). This module holds the cluster and data-plane handlers; the admin
-handlers (topics, configs, producer ids) live in ``broker.admin_apis`` and the group coordinator's in
-``broker.group_apis``, and are merged in. The
+handlers (topics, configs) live in ``broker.admin_apis``, the group coordinator's in
+``broker.group_apis``, FindCoordinator in ``broker.find_coordinator`` and the transaction
+coordinator's (with InitProducerId) in ``broker.txn_apis``, and are merged in. The
 ApiVersions response advertises exactly the APIs that have a handler, at the ranges of
 ``protocol.api_versions``.
 """
@@ -54,7 +55,9 @@ from protocol.messages import (
     StopReplicaResponse,
     UpdateMetadataResponse,
 )
+from protocol.record_batch import ATTR_TRANSACTIONAL
 from protocol.topic import INTERNAL_TOPICS, is_internal, topic_name_error
+from server_common.futures import after, completed, compose
 from storage.errors import StorageError
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from storage.log_validator import LogValidator
@@ -69,6 +72,10 @@ INT32_MAX = 2**31 - 1
 # KIP-511: what a client may call itself (Kafka answers INVALID_REQUEST otherwise; Samsa only logs).
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 _EMPTY_RECORDS = b""
+# The low byte of a v2 batch's attributes (offset 21, big-endian int16), where the transactional flag is.
+_ATTRIBUTES_LOW_BYTE = 22
+# Produce from this version on: producers understand TRANSACTION_ABORTABLE (Kafka's genericError).
+_GENERIC_TXN_ERRORS_VERSION = 11
 
 
 def _batches_use_zstd(records: Any) -> bool:
@@ -101,6 +108,10 @@ class KafkaApis:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self._auto_create_topic = auto_create_topic
+        # Per connection, the append of a Produce still waiting for transaction verification: the
+        # connection's later Produces append after it, as a Kafka connection's requests are handled in
+        # order (Samsa reads a connection's next request while a response is parked).
+        self._deferred_appends: dict[object, asyncio.Future[ProduceResults]] = {}
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -276,6 +287,7 @@ class KafkaApis:
         errors: dict[tuple[str, int], tuple[int, str | None]] = {}
         entries = []
         compressed = []
+        transactional = None
         for topic in body.topic_data:
             for p in topic.partition_data:
                 tp = (topic.name, p.index)
@@ -292,6 +304,12 @@ class KafkaApis:
                     errors[tp] = (ErrorCode.NONE, None)
                     continue
                 entries.append((topic.name, p.index, records))
+                # Transactional batches need their transactional id and may need verification (KIP-890);
+                # one byte of the first batch's header tells, so other produces pay nothing more.
+                if len(records) > _ATTRIBUTES_LOW_BYTE and records[_ATTRIBUTES_LOW_BYTE] & ATTR_TRANSACTIONAL:
+                    if transactional is None:
+                        transactional = []
+                    transactional.append((topic.name, p.index, records))
                 if has_compressed:
                     compressed.append((topic.name, p.index, records))
         if compressed:
@@ -301,6 +319,10 @@ class KafkaApis:
                 errors.update(refused)
                 entries = [e for e in entries if (e[0], e[1]) not in refused]
             compressed.clear()
+        if transactional is not None or (
+            self._deferred_appends and request.connection in self._deferred_appends
+        ):
+            return self._produce_in_order(request, body, errors, entries, transactional or [])
         results = self.replica_manager.append_records(entries, acks)
         # The log has its copy of the records: dropping the request's views of its receive buffer lets
         # the connection reuse that buffer while an acks=all response waits for the followers.
@@ -329,6 +351,108 @@ class KafkaApis:
                 request.connection.close()
             return None
         return self._produce_response(body, errors, results)
+
+    def _produce_in_order(
+        self,
+        request: Request,
+        body: ProduceRequest,
+        errors: dict[tuple[str, int], tuple[int, str | None]],
+        entries: list[tuple[str, int, Any]],
+        transactional: list[tuple[str, int, Any]],
+    ) -> Message | Parked | None:
+        """A Produce holding transactional batches, or one behind such a Produce of its connection.
+        As Kafka: transactional batches without a transactional id refuse the whole request
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as do transactional batches of more than one producer
+        (INVALID_PRODUCER_ID_MAPPING); partitions where the producer has no ongoing transaction are
+        verified with the transaction coordinator before anything is appended."""
+        acks = body.acks
+        refusal: tuple[int, str | None] | None = None
+        producers: set[tuple[int, int]] = set()
+        sequences: dict[tuple[str, int], int] = {}
+        if transactional and body.transactional_id is None:
+            refusal = (
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "transactional records need the Produce's transactional id",
+            )
+        else:
+            appending = {(topic, index) for topic, index, _ in entries}
+            for topic, index, records in transactional:
+                if (topic, index) not in appending:
+                    continue  # refused already (its compressed batches)
+                try:
+                    headers = list(record_batch.iter_headers(records))
+                except record_batch.CorruptRecordError:
+                    continue  # the log refuses the framing with its own message
+                found = [h for _, h in headers if h.producer_id >= 0 and h.is_transactional]
+                producers.update((h.producer_id, h.producer_epoch) for h in found)
+                if found:
+                    sequences[(topic, index)] = headers[0][1].base_sequence
+            if len(producers) > 1:
+                refusal = (
+                    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                    "Transactional records contained more than one producer ID",
+                )
+        if refusal is not None:
+            refused: dict[tuple[str, int], tuple[int, str | None]] = {
+                (t.name, p.index): refusal for t in body.topic_data for p in t.partition_data
+            }
+            log_partition_refusals(request, [(f"{t}-{p}", c, m) for (t, p), (c, m) in refused.items()])
+            if acks == 0:
+                request.connection.close()
+                return None
+            return self._produce_response(body, refused, {})
+        manager = self.replica_manager
+        verify = bool(sequences) and manager.add_partitions_to_txn is not None
+        producer_id, producer_epoch = next(iter(producers)) if producers else (-1, -1)
+        transactional_id = body.transactional_id or ""
+        generic = request.version >= _GENERIC_TXN_ERRORS_VERSION
+
+        def append() -> asyncio.Future[ProduceResults]:
+            if not verify:
+                return completed(manager.append_records(entries, acks))
+            return manager.append_with_transaction_verification(
+                entries, acks, transactional_id, producer_id, producer_epoch, sequences, generic
+            )
+
+        connection = request.connection
+        previous = self._deferred_appends.get(connection)
+        appended = append() if previous is None else after(previous, append)
+        if not appended.done():
+            self._deferred_appends[connection] = appended
+
+            def forget(done: asyncio.Future[ProduceResults]) -> None:
+                if self._deferred_appends.get(connection) is done:
+                    del self._deferred_appends[connection]
+
+            appended.add_done_callback(forget)
+
+        def appended_now(results: ProduceResults) -> asyncio.Future[ProduceResults]:
+            # The log has its copy of the records: the request's views of its receive buffer go.
+            entries.clear()
+            transactional.clear()
+            for topic in body.topic_data:
+                for p in topic.partition_data:
+                    p.records = None
+            log_partition_refusals(
+                request,
+                [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
+                + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
+            )
+            if acks == 0:
+                failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
+                    tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
+                ]
+                if failed:
+                    log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
+                    connection.close()
+            if acks == -1:
+                return manager.wait_for_acks(results, body.timeout_ms)
+            return completed(results)
+
+        answered = compose(appended, appended_now)
+        if acks == 0:
+            return None
+        return park(answered, partial(self._produce_response, body, errors))
 
     @staticmethod
     def _produce_response(

@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.errors import StorageError
 from storage.fetch import FetchDataInfo, LogOffsetMetadata
 from storage.log import Log, LogAppendInfo
-from storage.producer_state import AppendOrigin
+from storage.producer_state import SENTINEL, AppendOrigin, VerificationGuard
 
 if TYPE_CHECKING:
     from protocol.messages import LeaderAndIsrRequest
@@ -169,8 +169,28 @@ class Partition:
 
     # -- appends --------------------------------------------------------------------------------
 
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890 on the leader: the guard a verified transactional append of this producer must carry,
+        SENTINEL when its transaction here is ongoing already."""
+        return self._leader_log().maybe_start_transaction_verification(producer_id, sequence, epoch)
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """DescribeProducers on any replica with a log, as Kafka: (producer id, epoch, last sequence,
+        last timestamp, coordinator epoch, current transaction's first offset or -1) of each producer."""
+        if self.log is None:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} has no log of {self.key}"
+            )
+        return self.log.active_producers()
+
     def append_records_to_leader(
-        self, records: memoryview, required_acks: int, origin: AppendOrigin
+        self,
+        records: memoryview,
+        required_acks: int,
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard = SENTINEL,
     ) -> LogAppendInfo:
         leader_log = self._leader_log()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -180,7 +200,7 @@ class Partition:
                 f"below min.insync.replicas={self.min_insync_replicas}",
             )
         try:
-            info = leader_log.append_as_leader(records, self.leader_epoch, origin)
+            info = leader_log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         except StorageError as e:
             raise storage_error(e) from None
         self.maybe_increment_high_watermark()

@@ -21,10 +21,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.controller_fence import ControllerFence, Refusal
@@ -33,13 +33,16 @@ from broker.partition import READ_COMMITTED, Partition, storage_error
 from broker.replica_fetcher import ReplicaFetcherManager
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
-from server_common.futures import completed
+from server_common.futures import completed, then
 from server_common.purgatory import DelayedOperation, DelayedOperationPurgatory
 from storage.errors import KafkaStorageError, StorageError
 from storage.fetch import FetchDataInfo
 from storage.log import Log
 from storage.log_manager import LogManager
-from storage.producer_state import AppendOrigin
+from storage.producer_state import SENTINEL, AppendOrigin, VerificationGuard
+
+if TYPE_CHECKING:
+    from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,30 @@ LOG_PREPARATION_THREADS = 4
 LOOP_SLICE_S = 0.02
 # The key of ``elect_leader_purgatory``: every applied UpdateMetadata checks the elections waiting there.
 METADATA_UPDATE = "metadata-update"
+# Transaction coordinator errors of a verification that older producers would not retry: answered as
+# NOT_ENOUGH_REPLICAS, retriable and without a metadata refresh (Kafka's handleProduceAppend).
+_RETRIABLE_VERIFICATION_ERRORS = frozenset(
+    {
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
+
+
+def verification_failure(code: int) -> ProducePartitionResult:
+    """The produce result of a partition whose transactional batch could not be verified."""
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return ProducePartitionResult(error=code, message="Partition was not added to the transaction")
+    if code in _RETRIABLE_VERIFICATION_ERRORS:
+        return ProducePartitionResult(
+            error=ErrorCode.NOT_ENOUGH_REPLICAS,
+            message="Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {ErrorCode(code).name}",
+        )
+    return ProducePartitionResult(error=code, message=None)
 
 
 @dataclass(slots=True)
@@ -313,6 +340,9 @@ class ReplicaManager:
         self.alter_partition: AlterPartitionManager | None = None
         # Set by the server before it serves requests: tells the active controller from impostors.
         self.controller_fence: ControllerFence | None = None
+        # Set by the server when transaction.partition.verification.enable is on (KIP-890): asks the
+        # transaction coordinators whether a producer's transactional batches may be appended.
+        self.add_partitions_to_txn: AddPartitionsToTxnManager | None = None
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory[FetchResults]("Fetch")
@@ -576,14 +606,17 @@ class ReplicaManager:
         entries: Iterable[tuple[str, int, memoryview]],
         required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> ProduceResults:
-        """Appends to each partition's leader log; errors are per partition."""
+        """Appends to each partition's leader log; errors are per partition. ``verification_guards``:
+        the guards of the partitions whose transactional batches the coordinator verified."""
         results: ProduceResults = {}
         for topic, index, records in entries:
             tp = (topic, index)
             try:
                 partition = self.leader_partition(topic, index)
-                info = partition.append_records_to_leader(records, required_acks, origin)
+                guard = verification_guards.get(tp, SENTINEL) if verification_guards else SENTINEL
+                info = partition.append_records_to_leader(records, required_acks, origin, guard)
             except KafkaError as e:
                 results[tp] = ProducePartitionResult(error=e.code, message=e.message)
                 continue
@@ -595,6 +628,59 @@ class ReplicaManager:
             )
             # New data below the high watermark (or for followers) may complete waiting fetches.
             self.fetch_purgatory.check(tp)
+        return results
+
+    def append_with_transaction_verification(
+        self,
+        entries: list[tuple[str, int, memoryview]],
+        required_acks: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        sequences: Mapping[TopicPartition, int],
+        generic_errors: bool = False,
+    ) -> asyncio.Future[ProduceResults]:
+        """A client's produce holding transactional batches (Kafka's handleProduceAppend): the
+        partitions in ``sequences`` (each with its first batch's base sequence) where the producer has
+        no ongoing transaction are verified with the transaction coordinator first, each under a guard
+        made now, and appended with it once verified (a marker ending the transaction meanwhile voids the
+        guard: INVALID_TXN_STATE); the other partitions of ``entries`` are appended with them. The
+        future is done at once when nothing needed verifying."""
+        failed: dict[TopicPartition, int] = {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        for tp, sequence in sequences.items():
+            try:
+                guard = self.leader_partition(*tp).maybe_start_transaction_verification(
+                    producer_id, sequence, producer_epoch
+                )
+            except KafkaError as e:
+                failed[tp] = e.code
+                continue
+            if guard is not SENTINEL:
+                guards[tp] = guard
+        verifier = self.add_partitions_to_txn
+        if not guards or verifier is None:
+            return completed(self._append_verified(entries, required_acks, failed, guards))
+        verification = verifier.verify_transaction(
+            transactional_id, producer_id, producer_epoch, list(guards), generic_errors
+        )
+        return then(
+            verification,
+            lambda unverified: self._append_verified(
+                entries, required_acks, {**failed, **unverified}, guards
+            ),
+        )
+
+    def _append_verified(
+        self,
+        entries: list[tuple[str, int, memoryview]],
+        required_acks: int,
+        failed: Mapping[TopicPartition, int],
+        guards: Mapping[TopicPartition, VerificationGuard],
+    ) -> ProduceResults:
+        results: ProduceResults = {tp: verification_failure(code) for tp, code in failed.items()}
+        remaining = [e for e in entries if (e[0], e[1]) not in results] if results else entries
+        results.update(self.append_records(remaining, required_acks, AppendOrigin.CLIENT, guards))
         return results
 
     def wait_for_acks(self, results: ProduceResults, timeout_ms: int) -> asyncio.Future[ProduceResults]:

@@ -23,16 +23,29 @@ from broker.controller_channel import (
     ZooKeeperUnreachableError,
 )
 from broker.controller_fence import ControllerFence
-from broker.group_apis import GroupApis
+from broker.find_coordinator import (
+    GROUP_KEY_TYPE,
+    TRANSACTION_KEY_TYPE,
+    FindCoordinator,
+    offsets_topic,
+    transaction_topic,
+)
+from broker.group_apis import CoordinatorTopicReplicas, GroupApis
 from broker.kafka_apis import KafkaApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
+from broker.producer_id_manager import ProducerIdManager
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.txn_apis import TxnApis
+from broker.txn_marker_transport import BrokerTxnMarkerTransport, inter_broker_listener
+from broker.write_txn_markers import TxnPartitionApis
+from coordinator.transaction_coordinator import TransactionConfig, TransactionCoordinator
 from network.socket_server import SocketServer, run_until_signalled
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownRequest
+from protocol.topic import TRANSACTION_STATE_TOPIC
 from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.log_manager import LogManager
@@ -41,6 +54,24 @@ from zk.client import ZkClient
 from zk.kafka_zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
+
+
+def transaction_config(config: KafkaConfig) -> TransactionConfig:
+    """The transaction coordinator's settings, from the broker's (Kafka's names)."""
+    return TransactionConfig(
+        num_partitions=config["transaction.state.log.num.partitions"],
+        transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
+        transaction_max_timeout_ms=config["transaction.max.timeout.ms"],
+        abort_timed_out_transaction_cleanup_interval_ms=config[
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        ],
+        remove_expired_transactional_id_cleanup_interval_ms=config[
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        ],
+        load_buffer_size=config["transaction.state.log.load.buffer.size"],
+        required_acks=-1,
+        request_timeout_ms=config["request.timeout.ms"],
+    )
 
 
 class KafkaServer:
@@ -61,6 +92,10 @@ class KafkaServer:
         self.alter_partition: AlterPartitionManager | None = None
         self.admin: AdminApis | None = None
         self.groups: GroupApis | None = None
+        self.txn_markers: BrokerTxnMarkerTransport | None = None
+        self.transactions: TransactionCoordinator | None = None
+        self.find_coordinator: FindCoordinator | None = None
+        self.txn_partitions: TxnPartitionApis | None = None
         self.socket_server: SocketServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
@@ -106,12 +141,50 @@ class KafkaServer:
         admin = self.admin = AdminApis(config, kafka_zk, metadata_cache, replicas, logs)
         # Before registering: the controller's first LeaderAndIsr may already make this broker lead
         # __consumer_offsets partitions, whose groups the coordinator then loads.
-        groups = self.groups = GroupApis(config, metadata_cache, replicas, admin.topics.create_internal_topic)
+        groups = self.groups = GroupApis(config, metadata_cache, replicas)
+        # Likewise for __transaction_state and the transaction coordinator.
+        txn_config = transaction_config(config)
+        markers = self.txn_markers = BrokerTxnMarkerTransport(
+            broker_id, metadata_cache, inter_broker_listener(config), txn_config.request_timeout_ms
+        )
+        producer_ids = ProducerIdManager(broker_id, zk)
+        transactions = self.transactions = TransactionCoordinator(
+            broker_id,
+            txn_config,
+            CoordinatorTopicReplicas(replicas, TRANSACTION_STATE_TOPIC),
+            producer_ids,
+            markers,
+        )
+        txn_apis = TxnApis(
+            transactions,
+            producer_ids,
+            lambda topic, partition: metadata_cache.partition(topic, partition) is not None,
+            config["offsets.topic.num.partitions"],
+        )
+        replicas.role_listeners.append(txn_apis.on_role_change)
+        finder = self.find_coordinator = FindCoordinator(
+            metadata_cache,
+            admin.topics.create_internal_topic,
+            {
+                GROUP_KEY_TYPE: offsets_topic(config, groups.coordinator.partition_for),
+                TRANSACTION_KEY_TYPE: transaction_topic(config, transactions.partition_for),
+            },
+        )
+        # WriteTxnMarkers, DescribeProducers, and the produce path's transaction verification (KIP-890).
+        txn_partitions = self.txn_partitions = TxnPartitionApis(
+            config, metadata_cache, replicas, groups.on_txn_marker_written
+        )
         apis = KafkaApis(
             broker_id,
             metadata_cache,
             replicas,
-            extra_handlers={**admin.handlers(), **groups.handlers()},
+            extra_handlers={
+                **admin.handlers(),
+                **groups.handlers(),
+                **finder.handlers(),
+                **txn_apis.handlers(),
+                **txn_partitions.handlers(),
+            },
             auto_create_topic=admin.auto_create_topic if config["auto.create.topics.enable"] else None,
         )
         sockets = self.socket_server = SocketServer(
@@ -125,6 +198,7 @@ class KafkaServer:
 
         await admin.start()
         groups.startup()
+        transactions.startup()
         await self._register()
         zk.add_session_listener(self._on_session_state)
         self.alter_partition.start()
@@ -150,6 +224,7 @@ class KafkaServer:
                 topic_configs=topic_configs,
                 recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
                 producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                transaction_verification_enabled=config["transaction.partition.verification.enable"],
                 cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
                 cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
             ),
@@ -356,8 +431,16 @@ class KafkaServer:
             await self.alter_partition.shutdown()
         if self.controller_channel is not None:
             await self.controller_channel.close()
+        if self.find_coordinator is not None:
+            await self.find_coordinator.shutdown()
+        if self.txn_partitions is not None:
+            await self.txn_partitions.shutdown()
         if self.groups is not None:
             await self.groups.shutdown()
+        if self.transactions is not None:
+            await self.transactions.shutdown()
+        if self.txn_markers is not None:
+            await self.txn_markers.shutdown()
         if self.admin is not None:
             await self.admin.shutdown()
         if self.replica_manager is not None:

@@ -7,13 +7,14 @@ It follows Kafka's GroupCoordinator (3.x) decision for decision, in parts:
 - ``rebalance``: the group's way through a rebalance, with its deadlines (DelayedJoin,
   InitialDelayedJoin, DelayedSync) in the rebalance purgatory;
 - ``heartbeats``: the members' sessions (DelayedHeartbeat in the heartbeat purgatory) and Heartbeat;
-- ``group_offsets``: OffsetCommit, OffsetFetch, OffsetDelete;
+- ``group_offsets``: OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete;
 - ``group_admin``: ListGroups, DescribeGroups, DeleteGroups;
 - ``group_status``: whether this broker serves a group now, and whether a member is current.
 
 Here: loading a partition's groups when this broker becomes its leader and unloading them when it
-stops, and the periodic expiration of offsets. JoinGroup, SyncGroup, OffsetCommit, OffsetDelete and
-DeleteGroups answer with a future of their result (``server_common.futures``), done once the
+stops, the periodic expiration of offsets, and the transaction markers' outcome for transactional
+offsets (``on_transaction_completed``). JoinGroup, SyncGroup, OffsetCommit, TxnOffsetCommit,
+OffsetDelete and DeleteGroups answer with a future of their result (``server_common.futures``), done once the
 rebalance completes or the records are replicated.
 """
 
@@ -168,10 +169,40 @@ class GroupCoordinator:
             group_id, member_id, group_instance_id, generation_id, offsets
         )
 
+    def handle_txn_commit_offsets(
+        self,
+        group_id: str,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> asyncio.Future[dict[TopicPartition, int]]:
+        return self.offsets.handle_txn_commit_offsets(
+            group_id,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            member_id,
+            group_instance_id,
+            generation_id,
+            offsets,
+        )
+
+    def on_transaction_completed(self, producer_id: int, offsets_partitions: list[int], commit: bool) -> None:
+        """The producer's transaction marker is written to these ``__consumer_offsets`` partitions
+        (Kafka's onTransactionCompleted / scheduleHandleTxnCompletion)."""
+        self.manager.handle_txn_completion(producer_id, offsets_partitions, commit)
+
     def handle_fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[int, dict[TopicPartition, OffsetAndMetadata | None]]:
         return self.offsets.handle_fetch_offsets(group_id, partitions)
+
+    def unstable_offsets(self, group_id: str, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        return self.offsets.unstable_offsets(group_id, partitions)
 
     def handle_delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]

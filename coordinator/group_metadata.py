@@ -10,15 +10,18 @@ This is Kafka's ``GroupMetadata`` and ``MemberMetadata`` (the classic protocol):
 
 the bookkeeping of who has rejoined, protocol selection across members, static members
 (``group.instance.id``) and the group's offsets (committed, and pending while their records are
-replicated). The coordinator (``group_coordinator`` and its parts) drives it; nothing here waits or
-writes. A member waiting for its JoinGroup or SyncGroup answer holds the ``asyncio.Future`` its
-request is parked on, which the group completes with a ``JoinGroupResult`` or ``SyncGroupResult``.
+replicated), including transactional offsets (TxnOffsetCommit), kept pending per producer id until
+the transaction's marker decides: a commit materialises them, an abort drops them. The coordinator
+(``group_coordinator`` and its parts) drives it; nothing here waits or writes. A member waiting for
+its JoinGroup or SyncGroup answer holds the ``asyncio.Future`` its request is parked on, which the
+group completes with a ``JoinGroupResult`` or ``SyncGroupResult``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import struct
 import uuid
 from collections import Counter
@@ -28,6 +31,8 @@ from typing import TypeVar
 
 from protocol.errors import ErrorCode
 from server_common.futures import forward
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 T = TypeVar("T")
@@ -277,6 +282,13 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, CommittedOffset] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        # Transactional offsets per producer id, written and waiting for the transaction's marker;
+        # and those whose records are being written.
+        self.pending_txn_offset_commits: dict[int, dict[TopicPartition, CommittedOffset]] = {}
+        self.txn_offset_commits_in_flight: dict[int, list[tuple[TopicPartition, OffsetAndMetadata]]] = {}
+        # Kafka warns when one group gets both kinds of commit: they do not mix well.
+        self.received_consumer_offset_commits = False
+        self.received_txn_offset_commits = False
 
     def __repr__(self) -> str:
         return (
@@ -465,6 +477,8 @@ class GroupMetadata:
             self.protocol_name = None
             self.subscribed_topics = self.compute_subscribed_topics()
             self.transition_to(GroupState.EMPTY)
+        self.received_consumer_offset_commits = False
+        self.received_txn_offset_commits = False
         self.pending_sync_members.clear()
 
     def compute_subscribed_topics(self) -> set[str] | None:
@@ -509,16 +523,33 @@ class GroupMetadata:
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        """Committed or pending offsets, transactional ones included: such a group is not removed."""
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_txn_offset_commits)
+            or bool(self.txn_offset_commits_in_flight)
+        )
 
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         found = self.offsets.get(tp)
         return None if found is None else found.value
 
-    def initialize_offsets(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+    def initialize_offsets(
+        self,
+        offsets: dict[TopicPartition, CommittedOffset],
+        pending_txn_offsets: dict[int, dict[TopicPartition, CommittedOffset]] | None = None,
+    ) -> None:
         self.offsets.update(offsets)
+        for producer_id, pending in (pending_txn_offsets or {}).items():
+            self.pending_txn_offset_commits.setdefault(producer_id, {}).update(pending)
+
+    @property
+    def has_received_consistent_offset_commits(self) -> bool:
+        return not (self.received_consumer_offset_commits and self.received_txn_offset_commits)
 
     def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        self.received_consumer_offset_commits = True
         self.pending_offset_commits.update(offsets)
 
     def on_offset_commit_append(self, tp: TopicPartition, committed: CommittedOffset) -> None:
@@ -535,10 +566,103 @@ class GroupMetadata:
         if self.pending_offset_commits.get(tp) is offset:
             del self.pending_offset_commits[tp]
 
+    # -- transactional offsets (TxnOffsetCommit) ----------------------------------------------------
+    #
+    # Unlike Kafka, a commit whose record is still being written is kept apart from the producer's
+    # written ones (``txn_offset_commits_in_flight``): a commit refused by the log (a zombie's, with an
+    # older epoch) then cannot erase the pending offset its producer wrote before.
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """The producer's transactional commits are being written."""
+        self.received_txn_offset_commits = True
+        self.txn_offset_commits_in_flight.setdefault(producer_id, []).extend(offsets.items())
+
+    def _take_in_flight(self, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata) -> bool:
+        in_flight = self.txn_offset_commits_in_flight.get(producer_id)
+        if in_flight is None:
+            return False
+        for i, (found_tp, found) in enumerate(in_flight):
+            if found_tp == tp and found is offset:
+                del in_flight[i]
+                if not in_flight:
+                    del self.txn_offset_commits_in_flight[producer_id]
+                return True
+        return False
+
+    def on_txn_offset_commit_append(
+        self, producer_id: int, tp: TopicPartition, committed: CommittedOffset
+    ) -> None:
+        """The commit's record is replicated: it is pending until the transaction's marker, with its
+        place in the log (the newest of the producer's records for the partition is the one a commit
+        marker materialises, unless the group's offset then comes from a newer record still)."""
+        if not self._take_in_flight(producer_id, tp, committed.value):
+            return  # the partition's offsets were deleted, or the transaction ended, meanwhile
+        pending = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        current = pending.get(tp)
+        if current is None or current.older_than(committed):
+            pending[tp] = committed
+
+    def fail_pending_txn_offset_commit(
+        self, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata
+    ) -> None:
+        """The commit's record was not written: forget it (the producer retries, perhaps elsewhere)."""
+        self._take_in_flight(producer_id, tp, offset)
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> None:
+        """The producer's transaction ended (its marker is written): committed offsets become the
+        group's unless a newer record in the log already holds the partition's offset; aborted ones go."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, None)
+        in_flight = self.txn_offset_commits_in_flight.pop(producer_id, None)
+        if not is_commit:
+            return
+        if in_flight:
+            # Kafka refuses this (IllegalStateException): the transaction was committed before the
+            # commit's record was acknowledged. The record is in the log ahead of the marker, so the
+            # next load materialises it; this broker does not.
+            log.warning(
+                "group %s: the transaction of producer %d committed before its offsets of %s were written",
+                self.group_id,
+                producer_id,
+                sorted({tp for tp, _ in in_flight}),
+            )
+        for tp, committed in (pending or {}).items():
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(committed):
+                self.offsets[tp] = committed
+
+    @property
+    def active_producers(self) -> set[int]:
+        return set(self.pending_txn_offset_commits) | set(self.txn_offset_commits_in_flight)
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return (
+            producer_id in self.pending_txn_offset_commits or producer_id in self.txn_offset_commits_in_flight
+        )
+
+    def has_pending_offset_commits_for_partition(self, tp: TopicPartition) -> bool:
+        """A commit of the partition is being written or in an open transaction: OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT for it."""
+        return (
+            tp in self.pending_offset_commits
+            or any(tp in pending for pending in self.pending_txn_offset_commits.values())
+            or any(
+                tp == found
+                for in_flight in self.txn_offset_commits_in_flight.values()
+                for found, _ in in_flight
+            )
+        )
+
     def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         removed = {}
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
+            # A producer's emptied offsets stay until its marker: its transaction is still open.
+            for pending in self.pending_txn_offset_commits.values():
+                pending.pop(tp, None)
+            for in_flight in self.txn_offset_commits_in_flight.values():
+                in_flight[:] = [(found, o) for found, o in in_flight if found != tp]
             found = self.offsets.pop(tp, None)
             if found is not None:
                 removed[tp] = found.value

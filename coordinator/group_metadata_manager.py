@@ -12,6 +12,12 @@ broker, with ``offsets.commit.required.acks`` (all) and ``offsets.commit.timeout
 visible to OffsetFetch only once its record is replicated. Deleted groups and expired or deleted
 offsets are written as tombstones, which compaction eventually removes.
 
+Transactional offset commits (TxnOffsetCommit) are written in a transactional batch carrying the
+producer's id and epoch, and stay pending in their group, per producer, until the transaction's marker
+is written to the partition: ``handle_txn_completion`` (called once the WriteTxnMarkers handler has
+appended it) makes them the group's offsets on a commit and drops them on an abort. Loading replays the
+markers in the log the same way; offsets whose marker is not there yet load as pending.
+
 The manager does not import the broker: the broker hands it an ``OffsetsTopic``. Writes answer with a
 future of their outcome (``server_common.futures``), done once the records are replicated.
 """
@@ -54,10 +60,13 @@ from protocol.primitives import DecodeError
 from protocol.topic import GROUP_METADATA_TOPIC
 from server_common.futures import all_of, completed, then
 from storage.fetch import FetchDataInfo
+from storage.producer_state import parse_end_txn_marker
 
 log = logging.getLogger(__name__)
 
 INT32_MIN = -(2**31)
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 
 
 def java_string_hash(text: str) -> int:
@@ -133,16 +142,32 @@ def _now_ms() -> int:
 
 @dataclass
 class LoadedPartition:
-    """What a partition's log holds once replayed: the last group record and offsets per group."""
+    """What a partition's log holds once replayed: the last group record and offsets per group, and
+    the transactional offsets whose transaction has no marker in the log (per producer id, group)."""
 
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
+    pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = field(default_factory=dict)
 
-    def apply(self, key: OffsetCommitKey | GroupMetadataKey, value: bytes | None, record_offset: int) -> None:
+    def apply(
+        self,
+        key: OffsetCommitKey | GroupMetadataKey,
+        value: bytes | None,
+        record_offset: int,
+        producer_id: int | None = None,
+    ) -> None:
+        """One record; ``producer_id`` is set for the records of a transactional batch."""
         if isinstance(key, OffsetCommitKey):
-            offsets = self.offsets.setdefault(key.group, {})
             tp = (key.topic, key.partition)
+            if producer_id is not None:
+                pending = self.pending.setdefault(producer_id, {}).setdefault(key.group, {})
+                if value is None:
+                    pending.pop(tp, None)
+                else:
+                    pending[tp] = CommittedOffset(decode_offset_commit_value(value), record_offset)
+                return
+            offsets = self.offsets.setdefault(key.group, {})
             if value is None:
                 offsets.pop(tp, None)
             else:
@@ -153,6 +178,28 @@ class LoadedPartition:
         else:
             self.groups[key.group] = decode_group_metadata_value(value)
             self.removed_groups.discard(key.group)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The producer's marker: its pending offsets become the groups' unless a newer record already
+        holds a partition's offset (commit), or go (abort)."""
+        pending = self.pending.pop(producer_id, None)
+        if pending is None or not commit:
+            return
+        for group_id, offsets in pending.items():
+            loaded = self.offsets.setdefault(group_id, {})
+            for tp, committed in offsets.items():
+                current = loaded.get(tp)
+                if current is None or current.older_than(committed):
+                    loaded[tp] = committed
+
+    def pending_by_group(self) -> dict[str, dict[int, dict[TopicPartition, CommittedOffset]]]:
+        """The open transactions' offsets as each group keeps them: producer id -> offsets."""
+        by_group: dict[str, dict[int, dict[TopicPartition, CommittedOffset]]] = {}
+        for producer_id, groups in self.pending.items():
+            for group_id, offsets in groups.items():
+                if offsets:
+                    by_group.setdefault(group_id, {})[producer_id] = dict(offsets)
+        return by_group
 
 
 def read_partition(partition_log: PartitionLog, buffer_size: int, name: str) -> LoadedPartition:
@@ -167,18 +214,33 @@ def read_partition(partition_log: PartitionLog, buffer_size: int, name: str) -> 
         for pos, header in record_batch.iter_headers(data):
             offset = header.last_offset + 1
             if header.is_control:
-                continue  # transaction markers: Samsa commits no offsets in transactions yet
+                _replay_marker(loaded, data, pos, header.producer_id, name)
+                continue
+            producer_id = header.producer_id if header.is_transactional else None
             for record in record_batch.decode_records(data, pos):
                 if record.key is None:
                     log.warning("%s: ignoring a record without key at offset %d", name, record.offset)
                     continue
                 try:
-                    loaded.apply(decode_key(record.key), record.value, record.offset)
+                    loaded.apply(decode_key(record.key), record.value, record.offset, producer_id)
                 except (DecodeError, UnknownRecordError) as e:
                     log.warning("%s: ignoring the record at offset %d: %s", name, record.offset, e)
         if offset == before:
             break  # nothing more below the end (the rest was compacted or truncated away)
     return loaded
+
+
+def _replay_marker(loaded: LoadedPartition, data: bytes, pos: int, producer_id: int, name: str) -> None:
+    """A control batch: a transaction marker completes the producer's pending offsets."""
+    records = record_batch.decode_records(data, pos)
+    if not records:
+        return  # emptied by compaction
+    try:
+        is_abort, _ = parse_end_txn_marker(records[0])
+    except ValueError as e:
+        log.warning("%s: ignoring the control record at offset %d: %s", name, records[0].offset, e)
+        return
+    loaded.complete_txn(producer_id, not is_abort)
 
 
 def _tombstones_written(group: GroupMetadata, partition: int, removed: int, result: AppendResult) -> int:
@@ -233,6 +295,12 @@ class GroupMetadataManager:
         self.loading_partitions: set[int] = set()
         self._epochs: dict[int, int] = {}
         self._loads: dict[int, asyncio.Task[None]] = {}
+        # The groups with open transactional offsets per producer id: a marker names a producer and an
+        # offsets partition, not groups (Kafka's openGroupsForProducer).
+        self._open_groups_for_producer: dict[int, set[str]] = {}
+        # Markers written to a partition while it loads, replayed once its groups are installed (the
+        # load may have read the log before the marker landed).
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     # -- partitions -------------------------------------------------------------------------------
 
@@ -319,11 +387,14 @@ class GroupMetadataManager:
                 log.info("not loading %s: this broker no longer leads it", name)
                 return
             started = time.monotonic()
+            self._markers_while_loading[partition] = []
             loaded = await asyncio.get_running_loop().run_in_executor(
                 None, read_partition, partition_log, self.config.load_buffer_size, name
             )
             groups = self._install(loaded, on_group_loaded)
             self.owned_partitions.add(partition)
+            for producer_id, is_commit in self._markers_while_loading.pop(partition, []):
+                self._complete_txn(producer_id, {partition}, is_commit)
             log.info(
                 "loaded %d groups from %s (epoch %d) in %.0f ms",
                 groups,
@@ -337,16 +408,24 @@ class GroupMetadataManager:
             log.exception("error loading offsets and group metadata from %s", name)
         finally:
             self.loading_partitions.discard(partition)
+            self._markers_while_loading.pop(partition, None)
 
     def _install(self, loaded: LoadedPartition, on_group_loaded: Callable[[GroupMetadata], None]) -> int:
         count = 0
-        for group_id in set(loaded.groups) | {g for g, offsets in loaded.offsets.items() if offsets}:
+        pending = loaded.pending_by_group()
+        for producer_id, groups in loaded.pending.items():
+            for group_id, offsets in groups.items():
+                if offsets:
+                    self._add_producer_group(producer_id, group_id)
+        with_offsets = {g for g, offsets in loaded.offsets.items() if offsets}
+        for group_id in set(loaded.groups) | with_offsets | set(pending):
             value = loaded.groups.get(group_id)
             group = self._group_from_value(group_id, value) if value is not None else None
             if group is None:
-                # Offsets without a live group: a simple consumer's, or a group since deleted.
+                # Offsets without a live group: a simple consumer's, a transactional producer's, or
+                # a group since deleted.
                 group = GroupMetadata(group_id, GroupState.EMPTY, self.time_ms)
-            group.initialize_offsets(loaded.offsets.get(group_id, {}))
+            group.initialize_offsets(loaded.offsets.get(group_id, {}), pending.get(group_id))
             current = self.add_group(group)
             if current is not group:
                 log.debug(
@@ -399,11 +478,13 @@ class GroupMetadataManager:
             task.cancel()
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
+        self._markers_while_loading.pop(partition, None)
         removed = 0
         for group_id, group in list(self.groups.items()):
             if self.partition_for(group_id) == partition:
                 on_group_unloaded(group)
                 del self.groups[group_id]
+                self._remove_group_from_all_producers(group_id)
                 removed += 1
         if removed:
             log.info("unloaded %d groups of %s-%d", removed, GROUP_METADATA_TOPIC, partition)
@@ -415,12 +496,23 @@ class GroupMetadataManager:
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def _batch(self, records: Iterable[tuple[bytes, bytes | None]]) -> bytes:
+    def _batch(
+        self,
+        records: Iterable[tuple[bytes, bytes | None]],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> bytes:
+        """One batch of records; a transactional one when ``producer_id`` is given (TxnOffsetCommit:
+        the producer's id and epoch, which the log fences, and no sequence, which a coordinator's
+        append is not checked for)."""
         now = self.time_ms()
         return record_batch.encode_batch(
             [record_batch.Record(i, now, key, value) for i, (key, value) in enumerate(records)],
             base_offset=0,
             compression=self.config.compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=producer_id != NO_PRODUCER_ID,
         )
 
     def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> asyncio.Future[int]:
@@ -474,46 +566,135 @@ class GroupMetadataManager:
         return metadata is None or len(metadata) <= self.config.max_metadata_size
 
     def store_offsets(
-        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+        self,
+        group: GroupMetadata,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> asyncio.Future[dict[TopicPartition, int]]:
         """Appends the commits and makes them pending; the future gives each partition's error once
         the records are replicated (then OffsetFetch sees them). Metadata longer than
-        offset.metadata.max.bytes is refused (OFFSET_METADATA_TOO_LARGE)."""
+        offset.metadata.max.bytes is refused (OFFSET_METADATA_TOO_LARGE).
+
+        With ``producer_id`` the commit is a transaction's (TxnOffsetCommit): the records go in a
+        transactional batch of that producer and epoch (the log refuses an epoch older than the
+        producer's: INVALID_PRODUCER_EPOCH), and they stay pending until the transaction's marker is
+        written (``handle_txn_completion``)."""
         valid = {tp: o for tp, o in offsets.items() if self.valid_metadata(o.metadata)}
         if not valid:
             return completed({tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets})
+        is_txn = producer_id != NO_PRODUCER_ID
+        if not group.has_received_consistent_offset_commits:
+            log.warning(
+                "group %s with leader %s has received offset commits from consumers as well as from "
+                "transactional producers; mixing both kinds of commit will generally cause surprises "
+                "and should be avoided",
+                group.group_id,
+                group.leader_id,
+            )
         batch = self._batch(
-            (offset_commit_key(group.group_id, topic, partition), offset_commit_value(o))
-            for (topic, partition), o in valid.items()
+            (
+                (offset_commit_key(group.group_id, topic, partition), offset_commit_value(o))
+                for (topic, partition), o in valid.items()
+            ),
+            producer_id,
+            producer_epoch,
         )
-        group.prepare_offset_commit(valid)
+        if is_txn:
+            self._add_producer_group(producer_id, group.group_id)
+            group.prepare_txn_offset_commit(producer_id, valid)
+        else:
+            group.prepare_offset_commit(valid)
         appended = self.topic.append(
             self.partition_for(group.group_id),
             batch,
             self.config.commit_required_acks,
             self.config.commit_timeout_ms,
         )
-        return then(appended, partial(self._offsets_stored, group, offsets, valid))
+        return then(appended, partial(self._offsets_stored, group, offsets, valid, producer_id))
 
-    @staticmethod
     def _offsets_stored(
+        self,
         group: GroupMetadata,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         valid: dict[TopicPartition, OffsetAndMetadata],
+        producer_id: int,
         result: AppendResult,
     ) -> dict[TopicPartition, int]:
+        is_txn = producer_id != NO_PRODUCER_ID
         if result.error == ErrorCode.NONE:
             if not group.is_(GroupState.DEAD):
                 for i, (tp, o) in enumerate(valid.items()):
-                    group.on_offset_commit_append(tp, CommittedOffset(o, result.base_offset + i))
+                    committed = CommittedOffset(o, result.base_offset + i)
+                    if is_txn:
+                        group.on_txn_offset_commit_append(producer_id, tp, committed)
+                    else:
+                        group.on_offset_commit_append(tp, committed)
             error: int = ErrorCode.NONE
         else:
             if not group.is_(GroupState.DEAD):
                 for tp, o in valid.items():
-                    group.fail_pending_offset_write(tp, o)
-            log.debug("offset commit of group %s failed: %s", group.group_id, ErrorCode(result.error).name)
+                    if is_txn:
+                        group.fail_pending_txn_offset_commit(producer_id, tp, o)
+                    else:
+                        group.fail_pending_offset_write(tp, o)
+                if is_txn and not group.has_pending_offset_commits_from_producer(producer_id):
+                    self._remove_producer_group(producer_id, group.group_id)
+            log.debug(
+                "%soffset commit of group %s failed: %s",
+                "transactional " if is_txn else "",
+                group.group_id,
+                ErrorCode(result.error).name,
+            )
             error = append_error_to_coordinator_error(result.error, for_commit=True)
         return {tp: error if tp in valid else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets}
+
+    # -- transactions -----------------------------------------------------------------------------
+
+    def _add_producer_group(self, producer_id: int, group_id: str) -> None:
+        self._open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self._open_groups_for_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self._open_groups_for_producer[producer_id]
+
+    def _remove_group_from_all_producers(self, group_id: str) -> None:
+        for producer_id in list(self._open_groups_for_producer):
+            self._remove_producer_group(producer_id, group_id)
+
+    def open_groups_for_producer(self, producer_id: int) -> set[str]:
+        return set(self._open_groups_for_producer.get(producer_id, ()))
+
+    def handle_txn_completion(self, producer_id: int, partitions: Iterable[int], is_commit: bool) -> None:
+        """The producer's transaction marker is written to these offsets partitions: the pending
+        transactional offsets of their groups become committed offsets (commit) or go (abort).
+        (Kafka's handleTxnCompletion; called on the event loop, so it needs no scheduling.)"""
+        partitions = set(partitions)
+        for partition in partitions:
+            markers = self._markers_while_loading.get(partition)
+            if markers is not None:
+                markers.append((producer_id, is_commit))
+        self._complete_txn(producer_id, partitions, is_commit)
+
+    def _complete_txn(self, producer_id: int, partitions: set[int], is_commit: bool) -> None:
+        for group_id in self.open_groups_for_producer(producer_id):
+            if self.partition_for(group_id) not in partitions:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                log.info(
+                    "group %s moved away from broker %d after the marker of producer %d was written; its "
+                    "new coordinator loads the outcome",
+                    group_id,
+                    self.broker_id,
+                    producer_id,
+                )
+            elif not group.is_(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, is_commit)
+            self._remove_producer_group(producer_id, group_id)
 
     def get_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
@@ -525,6 +706,14 @@ class GroupMetadataManager:
             return {tp: None for tp in partitions or []}
         wanted = list(group.offsets) if partitions is None else partitions
         return {tp: group.offset(tp) for tp in wanted}
+
+    def unstable_partitions(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` with a commit still pending, transactional or not (OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return set()
+        return {tp for tp in partitions if group.has_pending_offset_commits_for_partition(tp)}
 
     def cleanup_group_metadata(
         self,

@@ -1,5 +1,7 @@
 """Offsets: OffsetCommit (a member's commit is fenced by its generation, and answered once its record
-is replicated), OffsetFetch (committed offsets, whatever the group's state) and OffsetDelete."""
+is replicated), TxnOffsetCommit (a transaction's commit, pending until the transaction's marker; from
+v3 fenced by the consumer's generation, KIP-447), OffsetFetch (committed offsets, whatever the group's
+state; with require_stable, UNSTABLE_OFFSET_COMMIT while a commit is pending) and OffsetDelete."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ class GroupOffsets:
                 return completed(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
             # A consumer that manages its partitions itself, using Kafka only to store offsets.
             group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.manager.time_ms))
-        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, False)
         if error is not None:
             return completed(dict.fromkeys(offsets, error))
         state = group.state
@@ -63,20 +65,62 @@ class GroupOffsets:
             return completed(dict.fromkeys(offsets, ErrorCode.REBALANCE_IN_PROGRESS))
         raise AssertionError(f"unexpected state {state} of group {group_id}")
 
+    def handle_txn_commit_offsets(
+        self,
+        group_id: str,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+    ) -> asyncio.Future[dict[TopicPartition, int]]:
+        """TxnOffsetCommit: each partition's error once the transactional records are replicated (or
+        refused). The offsets stay pending until the transaction's marker (``handle_txn_completion``).
+        A group this broker does not know yet is created empty, whatever the generation: before v3
+        the request carries none."""
+        error = self.status.validate(group_id)
+        if error is not None:
+            return completed(dict.fromkeys(offsets, error))
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.manager.time_ms))
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, True)
+        if error is not None:
+            return completed(dict.fromkeys(offsets, error))
+        log.debug(
+            "transactional offset commit of group %s by %s (producer %d, epoch %d): %s",
+            group_id,
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            offsets,
+        )
+        return self.manager.store_offsets(group, offsets, producer_id, producer_epoch)
+
     def _validate_offset_commit(
-        self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+        self,
+        group: GroupMetadata,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        is_transactional: bool,
     ) -> int | None:
         if group.is_(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_(GroupState.EMPTY):
             return None  # an admin client or a consumer without group management, with the group empty
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = validate_current_member(group, member_id, group_instance_id, "offset-commit")
+            operation = "txn-offset-commit" if is_transactional else "offset-commit"
+            error = validate_current_member(group, member_id, group_instance_id, operation)
             if error is not None:
                 return error
             return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
-        if not group.is_(GroupState.EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit while the group has members
+        if not is_transactional and not group.is_(GroupState.EMPTY):
+            # Only members commit while the group has members. Not so for transactional commits:
+            # TxnOffsetCommit before v3 carries no member id or generation.
+            return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
     def handle_fetch_offsets(
@@ -88,6 +132,14 @@ class GroupOffsets:
         if error is not None:
             return error, {}
         return ErrorCode.NONE, self.manager.get_offsets(group_id, partitions)
+
+    def unstable_offsets(self, group_id: str, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` whose commit is still pending (OffsetFetch v7+ with require_stable
+        answers UNSTABLE_OFFSET_COMMIT for them, so that a consumer does not start from an offset an
+        open transaction is about to move)."""
+        if self.status.validate(group_id, allow_empty_id=True) is not None:
+            return set()
+        return self.manager.unstable_partitions(group_id, partitions)
 
     def handle_delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]

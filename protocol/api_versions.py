@@ -11,6 +11,11 @@ topics by id. See docs/architecture.md and the research notes on client versions
 Produce is served from v3 but advertised from v0: the same librdkafka compresses with gzip, snappy
 and lz4 only when the advertised range includes Produce v0 (KAFKA-18659; Kafka 4 advertises 0 too).
 A Produce below v3 is refused like any unsupported version (the connection is closed).
+
+The transaction APIs are served at Kafka 3.9's ranges (the schemas, Kafka 4's, also have later versions:
+EndTxn 5, TxnOffsetCommit 5, ListTransactions 2, InitProducerId 6, which are not served), but for
+WriteTxnMarkers, which starts at v1: Kafka 4 dropped its v0 (KIP-896), and so do the vendored schemas.
+Only brokers send it, and Samsa's send v1, the highest both Kafka 3.9 and Samsa have.
 """
 
 from __future__ import annotations
@@ -40,12 +45,13 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
@@ -57,6 +63,9 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (1, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 # The lowest version named in the ApiVersions response where it differs from the lowest one served.

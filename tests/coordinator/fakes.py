@@ -1,5 +1,6 @@
 """A stand-in for the broker's ``__consumer_offsets`` replicas: real ``storage.Log``s in a temp dir,
-led or not as a test says, with appends that can be held back (not yet replicated) or made to fail."""
+led or not as a test says, with appends that can be held back (not yet replicated) or made to fail,
+and transaction markers written as the WriteTxnMarkers handler writes them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from protocol import record_batch
 from protocol.errors import ErrorCode
 from protocol.topic import GROUP_METADATA_TOPIC
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.log import Log
 from storage.producer_state import AppendOrigin
 
@@ -41,7 +43,11 @@ class FakeOffsetsTopic:
             future.set_result(AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER))
         else:
             log = self.logs[partition]
-            info = log.append_as_leader(bytearray(records), 0, AppendOrigin.COORDINATOR)
+            try:
+                info = log.append_as_leader(bytearray(records), 0, AppendOrigin.COORDINATOR)
+            except StorageError as e:  # refused by the log (a fenced producer epoch): as the broker answers
+                future.set_result(AppendResult(e.error_code))
+                return future
             log.maybe_increment_high_watermark(log.log_end_offset)
             result = AppendResult(ErrorCode.NONE, info.first_offset)
             if self.hold and required_acks == -1:
@@ -49,6 +55,24 @@ class FakeOffsetsTopic:
             else:
                 future.set_result(result)
         return future
+
+    def write_marker(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0
+    ) -> int:
+        """Appends a transaction marker as the WriteTxnMarkers handler does (the coordinator's origin);
+        returns its offset. The group coordinator is not told: a test calls its completion itself."""
+        marker = record_batch.encode_control_batch(
+            base_offset=0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            commit=commit,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=0,
+        )
+        log = self.logs[partition]
+        info = log.append_as_leader(bytearray(marker), 0, AppendOrigin.COORDINATOR)
+        log.maybe_increment_high_watermark(log.log_end_offset)
+        return info.first_offset
 
     def release(self, reverse: bool = False) -> None:
         """Replication catches up: the held appends complete (in reverse order if asked)."""

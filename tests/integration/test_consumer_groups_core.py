@@ -518,7 +518,8 @@ def test_group_apis_on_the_wire(cluster: Cluster) -> None:
     any_broker = cluster.broker(1).bootstrap
     find_coordinator(cluster, one)  # creates __consumer_offsets if needed and waits for a leader
 
-    # FindCoordinator v4 batches keys; transactions have no coordinator in Samsa yet.
+    # FindCoordinator v4 batches keys. The transaction key's first request creates __transaction_state
+    # (nothing here did before) and is answered COORDINATOR_NOT_AVAILABLE until it has leaders.
     batched = request(
         any_broker,
         ApiKey.FIND_COORDINATOR,

@@ -1,0 +1,166 @@
+"""FindCoordinator: which broker coordinates a group or a transactional id, merged into KafkaApis.
+
+A key's coordinator is the leader of one partition of an internal topic: a group's that of
+``__consumer_offsets`` (key type 0), a transactional id's that of ``__transaction_state`` (key type 1),
+each partition chosen by its coordinator's ``partition_for``. Both keys take one path, as in Kafka's
+``getCoordinator``: while the topic does not exist, the first request creates it with the broker's
+settings for it (``internal_topics``) and, like every request until a live leader is known, gets
+COORDINATOR_NOT_AVAILABLE, which clients retry. Creation fails while fewer brokers are registered than
+the topic's replication factor (Kafka's rule; a local cluster sets the factor to its size).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from broker.config import KafkaConfig
+from broker.metadata_cache import MetadataCache
+from network.handler_pool import Parked
+from network.request_channel import Request
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode, KafkaError, description
+from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse, Message
+from protocol.topic import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from server_common.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Awaitable[Message | Parked | None]]
+# (name, partitions, replication factor, topic configs): TopicAdmin.create_internal_topic.
+CreateTopic = Callable[[str, int, int, dict[str, str]], Awaitable[None]]
+
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    """A coordinator's topic: how to create it, and which of its partitions holds a key."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+    partition_for: Callable[[str], int]
+
+
+def offsets_topic(config: KafkaConfig, partition_for: Callable[[str], int]) -> InternalTopic:
+    """``__consumer_offsets`` as Kafka's group coordinator creates it."""
+    return InternalTopic(
+        GROUP_METADATA_TOPIC,
+        config["offsets.topic.num.partitions"],
+        config["offsets.topic.replication.factor"],
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            "compression.type": "producer",
+        },
+        partition_for,
+    )
+
+
+def transaction_topic(config: KafkaConfig, partition_for: Callable[[str], int]) -> InternalTopic:
+    """``__transaction_state`` as Kafka's transaction coordinator creates it (transactionTopicConfigs):
+    compacted, uncompressed, no unclean elections, ``min.insync.replicas`` from
+    ``transaction.state.log.min.isr``."""
+    return InternalTopic(
+        TRANSACTION_STATE_TOPIC,
+        config["transaction.state.log.num.partitions"],
+        int(config["transaction.state.log.replication.factor"]),
+        {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "unclean.leader.election.enable": "false",
+            "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+            "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        },
+        partition_for,
+    )
+
+
+class FindCoordinator:
+    def __init__(
+        self,
+        metadata_cache: MetadataCache,
+        create_topic: CreateTopic,
+        topics: dict[int, InternalTopic],
+    ) -> None:
+        """``topics``: key type -> the internal topic whose partition leaders coordinate its keys."""
+        self.metadata_cache = metadata_cache
+        self._create_topic = create_topic
+        self.topics = topics
+        self._creating: dict[str, asyncio.Task[None]] = {}
+
+    def handlers(self) -> dict[int, Handler]:
+        """api key -> handler, merged into KafkaApis."""
+        return {ApiKey.FIND_COORDINATOR: self.handle_find_coordinator}
+
+    async def shutdown(self) -> None:
+        await cancel_and_wait(list(self._creating.values()))
+
+    def _maybe_create(self, topic: InternalTopic) -> None:
+        running = self._creating.get(topic.name)
+        if running is not None and not running.done():
+            return
+
+        async def create() -> None:
+            try:
+                await self._create_topic(
+                    topic.name, topic.num_partitions, topic.replication_factor, dict(topic.configs)
+                )
+            except KafkaError as e:
+                log.warning("cannot create %s yet: %s", topic.name, e)
+            except Exception:  # ZooKeeper trouble: the next FindCoordinator tries again
+                log.exception("creating %s failed", topic.name)
+
+        self._creating[topic.name] = asyncio.get_running_loop().create_task(
+            create(), name=f"create-{topic.name}"
+        )
+
+    def coordinator(self, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of the coordinator of ``key`` for clients of ``listener``."""
+        no_node = (-1, "", -1)
+        topic = self.topics.get(key_type)
+        if topic is None:
+            return (ErrorCode.INVALID_REQUEST, *no_node)
+        cache = self.metadata_cache
+        if not cache.contains(topic.name):
+            self._maybe_create(topic)
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        found = cache.partition(topic.name, topic.partition_for(key))
+        if found is None or found.leader < 0 or not cache.is_alive(found.leader):
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        endpoint = cache.endpoint(found.leader, listener)
+        if endpoint is None:
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
+        return ErrorCode.NONE, found.leader, endpoint.host, endpoint.port
+
+    async def handle_find_coordinator(self, request: Request) -> Message:
+        body: FindCoordinatorRequest = request.body
+        key_type = body.key_type  # v0 has none: it decodes as 0, a group
+        if request.version < 4:
+            error, node, host, port = self.coordinator(body.key, key_type, request.listener)
+            return FindCoordinatorResponse(
+                throttle_time_ms=0,
+                error_code=error,
+                error_message=description(error) if error else None,
+                node_id=node,
+                host=host,
+                port=port,
+            )
+        coordinators = []
+        for key in body.coordinator_keys:
+            error, node, host, port = self.coordinator(key, key_type, request.listener)
+            coordinators.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=description(error) if error else None,
+                )
+            )
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
