@@ -18,6 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("tools.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
     "topics": ("tools.topics:main", "create, describe, alter, delete and list topics"),
     "consumer-groups": ("tools.consumer_groups:main", "list, describe and delete groups; reset offsets"),
+    "transactions": (
+        "tools.transactions:main",
+        "list and describe transactions and producers; find and abort hanging transactions",
+    ),
     "console-producer": ("tools.console:producer_main", "produce lines from stdin"),
     "console-consumer": ("tools.console:consumer_main", "print records to stdout"),
     "reassign-partitions": ("tools.reassign_partitions:main", "move partitions between brokers"),
