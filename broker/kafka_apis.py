@@ -324,31 +324,15 @@ class KafkaApis:
         ):
             return self._produce_in_order(request, body, errors, entries, transactional or [])
         results = self.replica_manager.append_records(entries, acks)
-        # The log has its copy of the records: dropping the request's views of its receive buffer lets
-        # the connection reuse that buffer while an acks=all response waits for the followers.
         entries.clear()
         records = None
-        for topic in body.topic_data:
-            for p in topic.partition_data:
-                p.records = None
-        log_partition_refusals(
-            request,
-            [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
-            + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
-        )
+        self._appended(request, body, errors, results)
         if acks == -1:
             return park(
                 self.replica_manager.wait_for_acks(results, body.timeout_ms),
                 partial(self._produce_response, body, errors),
             )
         if acks == 0:
-            failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
-                tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
-            ]
-            if failed:
-                # acks=0 producers read no response; closing the connection is how they learn (Kafka).
-                log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
-                request.connection.close()
             return None
         return self._produce_response(body, errors, results)
 
@@ -427,24 +411,9 @@ class KafkaApis:
             appended.add_done_callback(forget)
 
         def appended_now(results: ProduceResults) -> asyncio.Future[ProduceResults]:
-            # The log has its copy of the records: the request's views of its receive buffer go.
             entries.clear()
             transactional.clear()
-            for topic in body.topic_data:
-                for p in topic.partition_data:
-                    p.records = None
-            log_partition_refusals(
-                request,
-                [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
-                + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
-            )
-            if acks == 0:
-                failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
-                    tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
-                ]
-                if failed:
-                    log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
-                    connection.close()
+            self._appended(request, body, errors, results)
             if acks == -1:
                 return manager.wait_for_acks(results, body.timeout_ms)
             return completed(results)
@@ -453,6 +422,33 @@ class KafkaApis:
         if acks == 0:
             return None
         return park(answered, partial(self._produce_response, body, errors))
+
+    @staticmethod
+    def _appended(
+        request: Request,
+        body: ProduceRequest,
+        errors: dict[tuple[str, int], tuple[int, str | None]],
+        results: ProduceResults,
+    ) -> None:
+        """A Produce's records are in the logs: its views of the receive buffer are dropped (the
+        connection may reuse that buffer while an acks=all response waits for the followers), refusals
+        are logged, and an acks=0 producer whose records were refused is disconnected."""
+        for topic in body.topic_data:
+            for p in topic.partition_data:
+                p.records = None
+        log_partition_refusals(
+            request,
+            [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
+            + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
+        )
+        if body.acks == 0:
+            failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
+                tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
+            ]
+            if failed:
+                # acks=0 producers read no response; closing the connection is how they learn (Kafka).
+                log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
+                request.connection.close()
 
     @staticmethod
     def _produce_response(
