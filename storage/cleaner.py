@@ -5,18 +5,29 @@ ratio above min.cleanable.dirty.ratio (or whose oldest dirty record is past max.
 builds a map key -> last offset over the dirty section [first dirty, first uncleanable), and rewrites
 the segments from the log start up to the map's end, keeping for each key only its latest record.
 Offsets are preserved (gaps appear); tombstones get a delete horizon of now + delete.retention.ms on
-their first cleaning and are dropped by a cleaning after it (KIP-534); records of aborted transactions
-are dropped; the last batch of a producer is kept, emptied if need be, so its sequence survives.
-The first uncleanable offset is the smallest of the active segment's base, the last stable offset
-and the first segment younger than min.compaction.lag.ms. Cleaned segments are written as `.cleaned`
-and swapped in atomically (Log.replace_segments). The first dirty offset of each log is kept in the
-`cleaner-offset-checkpoint` of its log dir.
+their first cleaning and are dropped by a cleaning after it (KIP-534).
+
+Transactions (KIP-98, Kafka's CleanedTransactionMetadata): the cleaner follows each producer's
+transactions through the batches in offset order, knowing the aborted ones from the transaction
+index. Records of aborted transactions are dropped. A marker (COMMIT or ABORT control batch) is kept
+as long as a batch of its transaction was met in this cleaning; once none is left, the marker is
+given a delete horizon like a tombstone (written as the batch's base timestamp) and a cleaning after
+the horizon drops it. The `.txnindex` of a cleaned segment keeps only the aborted transactions whose
+marker was kept because some of their batches remain, so read_committed fetches still learn of every
+aborted batch left. The last batch of each producer the producer state knows (its last data batch,
+or its last marker when it has no data) is kept, emptied if need be, so its sequence and epoch
+survive. The first uncleanable offset is the smallest of the active segment's base, the last stable
+offset (so every transaction the cleaner meets is decided) and the first segment younger than
+min.compaction.lag.ms. Cleaned segments are written as `.cleaned` and swapped in atomically
+(Log.replace_segments). The first dirty offset of each log is kept in the `cleaner-offset-checkpoint`
+of its log dir.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -242,14 +253,16 @@ class LogCleaner:
         if not dirty and not candidate.horizon_due:
             stats.end_offset = candidate.first_dirty
             return stats
-        aborted = _AbortedRanges(
-            log_.collect_aborted_transactions(log_.log_start_offset, candidate.first_uncleanable)
-        )
+        # Below the first uncleanable offset (<= the LSO) every transaction is decided, so the aborted
+        # ones are all in the transaction index (an abort is indexed in its marker's segment, which the
+        # search reaches even beyond the bound).
+        aborted = log_.collect_aborted_transactions(log_.log_start_offset, candidate.first_uncleanable)
         offset_map: dict[bytes, int] = {}
         map_end = candidate.first_dirty
+        map_txns = _TransactionTracker(aborted)
         for segment, end in dirty:
             self._check_abort(log_)
-            self._build_offset_map(log_, segment, offset_map, aborted, stats)
+            self._build_offset_map(log_, segment, offset_map, map_txns, stats)
             map_end = end
             if len(offset_map) >= self.max_map_entries:
                 break
@@ -257,9 +270,11 @@ class LogCleaner:
         to_clean = [s for s, end in zip(segments, ends, strict=True) if end <= map_end]
         now = self._now(log_)
         horizon: int | None = None
+        # One tracker across the groups: a transaction's data and its marker may be in different ones.
+        txns = _TransactionTracker(aborted)
         for group in self._group_segments(log_, to_clean, dict(zip(segments, ends, strict=True))):
             self._check_abort(log_)
-            cleaned, group_horizon = self._clean_group(log_, group, offset_map, aborted, now, stats)
+            cleaned, group_horizon = self._clean_group(log_, group, offset_map, txns, now, stats)
             if group_horizon is not None:
                 horizon = group_horizon if horizon is None else min(horizon, group_horizon)
             if not log_.replace_segments(cleaned, group):
@@ -293,13 +308,16 @@ class LogCleaner:
         log_: Log,
         segment: LogSegment,
         offset_map: dict[bytes, int],
-        aborted: _AbortedRanges,
+        txns: _TransactionTracker,
         stats: CleanerStats,
     ) -> None:
         view = segment.view()
         decode = record_batch.decode_records
         for pos, header in segment.batches():
-            if header.is_control or (header.is_transactional and aborted.covers(header)):
+            if header.is_control:
+                txns.on_control_batch_read(header, decode(view, pos))
+                continue
+            if txns.on_batch_read(header):  # aborted: its keys must not hide committed values
                 continue
             for record in decode(view, pos):
                 if record.key is not None:
@@ -344,11 +362,12 @@ class LogCleaner:
         log_: Log,
         group: list[LogSegment],
         offset_map: dict[bytes, int],
-        aborted: _AbortedRanges,
+        txns: _TransactionTracker,
         now: int,
         stats: CleanerStats,
     ) -> tuple[LogSegment, int | None]:
         cleaned = log_.create_cleaned_segment(group[0].base_offset)
+        last_batches = log_.last_batches_of_producers()
         pending = bytearray()
         pending_meta: list[tuple[int, int, int]] = []
         horizon_written: int | None = None
@@ -360,7 +379,7 @@ class LogCleaner:
                 for pos, header in old.batches():
                     self._check_abort(log_)
                     out, horizon = self._filter_batch(
-                        log_, view, pos, header, offset_map, aborted, now, delete_retention, stats
+                        view, pos, header, offset_map, txns, last_batches, now, delete_retention, stats
                     )
                     if out is None:
                         continue
@@ -375,8 +394,11 @@ class LogCleaner:
                         cleaned.append(memoryview(pending), pending_meta)
                         stats.bytes_written += len(pending)
                         pending, pending_meta = bytearray(), []
-                for txn in old.txn_index.entries:
-                    cleaned.append_txn(txn)
+            # The old segments' aborted-transaction entries are not copied: the tracker gives back
+            # those whose marker this group kept because some of their batches remain (Kafka's
+            # cleanedIndex); the others describe nothing left in the log.
+            for txn in txns.take_index_entries():
+                cleaned.append_txn(txn)
             if pending:
                 cleaned.append(memoryview(pending), pending_meta)
                 stats.bytes_written += len(pending)
@@ -390,25 +412,33 @@ class LogCleaner:
 
     @staticmethod
     def _filter_batch(
-        log_: Log,
         view: memoryview,
         pos: int,
         header: BatchHeader,
         offset_map: dict[bytes, int],
-        aborted: _AbortedRanges,
+        txns: _TransactionTracker,
+        last_batches: dict[int, tuple[int, int]],
         now: int,
         delete_retention_ms: int,
         stats: CleanerStats,
     ) -> tuple[bytes | memoryview | None, int | None]:
         """The batch as it should be written to the cleaned segment (None to drop it), and the delete
-        horizon it carries if it still holds tombstones."""
+        horizon it carries if it still holds tombstones or a marker waiting to be dropped."""
         original = view[pos : pos + header.size]
-        if header.is_control:
-            return original, None
         records = record_batch.decode_records(view, pos)
         stats.records_read += len(records)
-        if header.is_transactional and aborted.covers(header):
+        if header.is_control:
+            # A marker whose transaction has no batch left goes the way of a tombstone: a horizon on
+            # this cleaning, dropped by a cleaning after it.
+            can_discard = txns.on_control_batch_read(header, records)
+            discard_records = can_discard and header.has_delete_horizon and header.base_timestamp <= now
+        else:
+            can_discard = txns.on_batch_read(header)  # aborted
+            discard_records = can_discard
+        if discard_records:
             kept: list[Record] = []
+        elif header.is_control:
+            kept = records
         else:
             retain_deletes = not header.has_delete_horizon or now < header.base_timestamp
             kept = [
@@ -419,17 +449,24 @@ class LogCleaner:
                 and (r.value is not None or retain_deletes)
             ]
         stats.records_retained += len(kept)
-        has_tombstone = any(r.value is None for r in kept)
-        if header.has_delete_horizon:
-            horizon = header.base_timestamp if has_tombstone else None
+        awaiting_horizon = any(r.value is None for r in kept) or (
+            header.is_control and can_discard and bool(kept)
+        )
+        if not awaiting_horizon:
+            horizon = None
+        elif header.has_delete_horizon:
+            horizon = header.base_timestamp
         else:
-            horizon = now + delete_retention_ms if has_tombstone else None
-        if len(kept) == len(records) and (horizon is None or header.has_delete_horizon):
-            return original, horizon
+            horizon = now + delete_retention_ms
         if not kept:
-            entry = log_.producer_state.last_entry(header.producer_id) if header.producer_id >= 0 else None
-            if entry is None or entry.last_data_offset != header.last_offset:
+            # An empty batch is kept only for its producer's state; one emptied by an earlier
+            # cleaning goes as soon as its producer has moved on.
+            if not _is_last_batch_of_producer(header, last_batches):
                 return None, None
+            if not records:
+                return original, None
+        elif len(kept) == len(records) and (horizon is None or header.has_delete_horizon):
+            return original, horizon
         return record_batch.encode_batch(
             kept,
             base_offset=header.base_offset,
@@ -439,23 +476,97 @@ class LogCleaner:
             producer_epoch=header.producer_epoch,
             base_sequence=header.base_sequence,
             is_transactional=header.is_transactional,
+            is_control=header.is_control,
             partition_leader_epoch=header.partition_leader_epoch,
             last_offset_delta=header.last_offset_delta,
             delete_horizon_ms=horizon,
         ), horizon
 
 
-class _AbortedRanges:
-    """Offsets of aborted transactions per producer, to drop their records."""
+def _is_last_batch_of_producer(header: BatchHeader, last_batches: dict[int, tuple[int, int]]) -> bool:
+    """Whether the batch must stay (emptied if need be) because it holds what the producer state would
+    be rebuilt from: the producer's last sequence, or, when it has no data, its last epoch's marker."""
+    if header.producer_id < 0:
+        return False
+    last = last_batches.get(header.producer_id)
+    if last is None:
+        return False
+    last_data_offset, epoch = last
+    if last_data_offset >= 0:
+        return header.last_offset == last_data_offset
+    return header.is_control and header.producer_epoch == epoch
 
-    def __init__(self, txns: list[AbortedTxn]) -> None:
-        self._by_producer: dict[int, list[tuple[int, int]]] = {}
-        for txn in txns:
-            self._by_producer.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
 
-    def covers(self, header: BatchHeader) -> bool:
-        ranges = self._by_producer.get(header.producer_id)
-        if not ranges:
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (Kafka's ControlRecordType key)
+
+
+class _OngoingAbort:
+    """An aborted transaction met in the cleaning, until its marker."""
+
+    __slots__ = ("batch_seen", "txn")
+
+    def __init__(self, txn: AbortedTxn) -> None:
+        self.txn = txn
+        self.batch_seen = False
+
+
+class _TransactionTracker:
+    """Follows transactions through one cleaning's batches, read in offset order (Kafka's
+    CleanedTransactionMetadata): says which data batches are aborted and which markers may go, and
+    collects the aborted-transaction entries the cleaned segment must keep."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]) -> None:
+        self._upcoming = sorted(aborted, key=lambda txn: txn.first_offset)
+        self._next = 0
+        self._aborted: dict[int, _OngoingAbort] = {}  # producer id -> its aborted txn begun so far
+        self._committed: set[int] = set()  # producers with a batch of a non-aborted txn met so far
+        self._index_entries: list[AbortedTxn] = []
+
+    def _begin_aborted_up_to(self, offset: int) -> None:
+        upcoming = self._upcoming
+        while self._next < len(upcoming) and upcoming[self._next].first_offset <= offset:
+            txn = upcoming[self._next]
+            self._next += 1
+            self._aborted.setdefault(txn.producer_id, _OngoingAbort(txn))
+
+    def on_batch_read(self, header: BatchHeader) -> bool:
+        """Notes a data batch; True if it belongs to an aborted transaction."""
+        self._begin_aborted_up_to(header.last_offset)
+        if not header.is_transactional:
             return False
-        offset = header.base_offset
-        return any(first <= offset <= last for first, last in ranges)
+        ongoing = self._aborted.get(header.producer_id)
+        if ongoing is not None:
+            ongoing.batch_seen = True
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control_batch_read(self, header: BatchHeader, records: list[Record]) -> bool:
+        """Notes a control batch; True if no batch of the transaction it ends was met, so it may go."""
+        self._begin_aborted_up_to(header.last_offset)
+        if not records:
+            return True  # emptied by an earlier cleaning
+        key = records[0].key
+        if key is None or len(key) < _CONTROL_KEY.size:
+            return False  # not a marker we understand: keep it
+        _, control_type = _CONTROL_KEY.unpack_from(key)
+        producer_id = header.producer_id
+        if control_type == record_batch.CONTROL_ABORT:
+            ongoing = self._aborted.pop(producer_id, None)
+            if ongoing is not None and ongoing.batch_seen:
+                # A batch of it was met in this cleaning (dropped now, or kept empty for its
+                # producer): the marker stays, with its index entry, until a cleaning meets none.
+                self._index_entries.append(ongoing.txn)
+                return False
+            return True
+        if control_type == record_batch.CONTROL_COMMIT:
+            if producer_id in self._committed:
+                self._committed.discard(producer_id)
+                return False
+            return True
+        return False
+
+    def take_index_entries(self) -> list[AbortedTxn]:
+        """The aborted transactions whose markers were kept since the last call, in marker order."""
+        entries, self._index_entries = self._index_entries, []
+        return entries

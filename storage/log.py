@@ -839,6 +839,16 @@ class Log:
         finally:
             self.cleaner_lock.release()
 
+    def last_batches_of_producers(self) -> dict[int, tuple[int, int]]:
+        """Producer id -> (last data offset or -1, epoch) of every producer the state knows (Kafka's
+        lastRecordsOfActiveProducers), read under the lock appends update it with: the cleaner calls
+        this from its thread, once per cleaned group."""
+        with self._lock:
+            return {
+                pid: (entry.last_data_offset, entry.producer_epoch)
+                for pid, entry in self.producer_state.producers.items()
+            }
+
     def remove_expired_producers(self) -> list[int]:
         with self._lock:
             return self.producer_state.remove_expired_producers(self._time_ms())
