@@ -25,6 +25,8 @@ from typing import Protocol
 from coordinator.group_metadata_manager import partition_for as group_partition_for
 from coordinator.transaction_coordinator import (
     InitProducerIdResult,
+    ProducerIdGenerator,
+    TransactionCoordinator,
     TransactionDescription,
     TransactionListing,
 )
@@ -57,19 +59,6 @@ TopicPartition = tuple[str, int]
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-# Kafka's transaction state names, which ListTransactions filters by.
-TRANSACTION_STATES = frozenset(
-    {
-        "Empty",
-        "Ongoing",
-        "PrepareCommit",
-        "PrepareAbort",
-        "CompleteCommit",
-        "CompleteAbort",
-        "Dead",
-        "PrepareEpochFence",
-    }
-)
 # The first version of each API whose clients know PRODUCER_FENCED (KIP-588); older ones get
 # INVALID_PRODUCER_EPOCH, which they handle the same way.
 PRODUCER_FENCED_SINCE: dict[int, int] = {
@@ -80,12 +69,6 @@ PRODUCER_FENCED_SINCE: dict[int, int] = {
 }
 # From v4 AddPartitionsToTxn comes from partition leaders, batched by transaction (KIP-890).
 FIRST_BROKER_VERSION = 4
-
-
-class ProducerIds(Protocol):
-    """What hands out producer ids (``broker.producer_id_manager.ProducerIdManager``)."""
-
-    async def generate_producer_id(self) -> int: ...
 
 
 class TransactionCoordinatorApi(Protocol):
@@ -149,7 +132,7 @@ class TxnApis:
     def __init__(
         self,
         coordinator: TransactionCoordinatorApi,
-        producer_ids: ProducerIds,
+        producer_ids: ProducerIdGenerator,
         partition_exists: Callable[[str, int], bool],
         offsets_topic_partitions: int,
     ) -> None:
@@ -377,7 +360,7 @@ class TxnApis:
         duration = body.duration_filter if request.version >= 1 else -1
         states = list(dict.fromkeys(body.state_filters))
         # An unknown state matches nothing (it does not widen the filter); the response names it.
-        unknown = [s for s in states if s not in TRANSACTION_STATES]
+        unknown = TransactionCoordinator.unknown_state_filters(states)
         error, listed = self.coordinator.handle_list(states, list(body.producer_id_filters), duration)
         return ListTransactionsResponse(
             throttle_time_ms=0,
