@@ -77,6 +77,11 @@ def _parser() -> argparse.ArgumentParser:
         help="a client setting for reads and writes, e.g. security.protocol=SSL (repeatable)",
     )
     run.add_argument("--show", type=int, default=30, help="result rows printed with --available-now")
+    run.add_argument(
+        "--at-least-once",
+        action="store_true",
+        help="write the output topic without transactions (for brokers without them; replays may duplicate)",
+    )
     return parser
 
 
@@ -163,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         trigger_seconds=args.trigger_seconds,
         available_now=args.available_now,
         client=dict(args.kafka),
+        exactly_once_topic=not args.at_least_once,
     )
     ensure_topic(
         {**config.client, "bootstrap.servers": args.bootstrap}, args.out_topic, args.out_partitions, 1

@@ -1,9 +1,11 @@
 """The page-stats streaming job: events from a topic in, windowed page statistics out to a topic and to
 Parquet, each sink a query of its own with its own checkpoint.
 
-Two queries rather than one writing both: each sink then keeps its own guarantee. The Parquet sink's
-``_spark_metadata`` log makes that output exactly once across crashes; the topic gets every result
-row at least once, keyed so that a consumer can drop replays (docs/pipeline.md).
+Two queries rather than one writing both: each sink then keeps its own guarantee, both exactly once
+across driver crashes. The Parquet sink's ``_spark_metadata`` log lists committed files only; the topic
+sink (pipeline.topic_sink) writes each micro-batch in one Kafka transaction together with its batch id,
+and skips a replayed batch whose id is committed. ``exactly_once_topic=False`` keeps the at-least-once
+``samsa`` sink, for brokers without transactions (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from pipeline.options import WriteOptions
+from pipeline.topic_sink import TransactionalTopicSink
 from pipeline.transforms import page_stats, parse_events, stats_records
 
 
@@ -32,6 +36,7 @@ class JobConfig:
     trigger_seconds: float = 5.0
     available_now: bool = False
     client: Mapping[str, str] = field(default_factory=dict)  # extra kafka.* settings, prefix removed
+    exactly_once_topic: bool = True  # False: the at-least-once sink, for brokers without transactions
 
     @property
     def parquet_path(self) -> Path:
@@ -53,21 +58,37 @@ def source(spark: SparkSession, config: JobConfig) -> DataFrame:
 
 
 def start(spark: SparkSession, config: JobConfig) -> list[StreamingQuery]:
-    """Starts the topic query and the Parquet query; returns them running."""
+    """Starts the topic query and the Parquet query; returns them running. (``run`` also closes the
+    topic sink's Kafka clients when the queries end; here they go with the sink object.)"""
+    return _start(spark, config)[0]
+
+
+def _start(
+    spark: SparkSession, config: JobConfig
+) -> tuple[list[StreamingQuery], list[TransactionalTopicSink]]:
     stats = page_stats(parse_events(source(spark, config)), config.window, config.watermark)
     trigger = (
         {"availableNow": True}
         if config.available_now
         else {"processingTime": f"{config.trigger_seconds} seconds"}
     )
+    topic_checkpoint = config.checkpoint / "topic"
+    records = stats_records(stats).writeStream.queryName(f"{config.out_topic}-topic")
+    sinks: list[TransactionalTopicSink] = []
+    if config.exactly_once_topic:
+        client = {"bootstrap.servers": config.bootstrap, **config.client}
+        sink = TransactionalTopicSink(WriteOptions(client, config.out_topic), topic_checkpoint)
+        sinks.append(sink)
+        records = records.foreachBatch(sink)
+    else:
+        records = (
+            records.format("samsa")
+            .option("kafka.bootstrap.servers", config.bootstrap)
+            .option("topic", config.out_topic)
+            .options(**{f"kafka.{k}": v for k, v in config.client.items()})
+        )
     to_topic = (
-        stats_records(stats)
-        .writeStream.queryName(f"{config.out_topic}-topic")
-        .format("samsa")
-        .option("kafka.bootstrap.servers", config.bootstrap)
-        .option("topic", config.out_topic)
-        .options(**{f"kafka.{k}": v for k, v in config.client.items()})
-        .option("checkpointLocation", str(config.checkpoint / "topic"))
+        records.option("checkpointLocation", str(topic_checkpoint))
         .outputMode("append")
         .trigger(**trigger)
         .start()
@@ -81,13 +102,13 @@ def start(spark: SparkSession, config: JobConfig) -> list[StreamingQuery]:
         .trigger(**trigger)
         .start()
     )
-    return [to_topic, to_parquet]
+    return [to_topic, to_parquet], sinks
 
 
 def run(spark: SparkSession, config: JobConfig) -> None:
     """Runs the job until both queries end (with AvailableNow: once they have caught up); raises the
     first query's failure and stops the other."""
-    queries = start(spark, config)
+    queries, sinks = _start(spark, config)
     try:
         for query in queries:
             query.awaitTermination()
@@ -95,6 +116,8 @@ def run(spark: SparkSession, config: JobConfig) -> None:
         for query in queries:
             if query.isActive:
                 query.stop()
+        for sink in sinks:
+            sink.close()
 
 
 def results(spark: SparkSession, parquet: Path) -> DataFrame:

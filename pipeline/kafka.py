@@ -4,7 +4,8 @@
   latest or by-timestamp offsets (ListOffsets through the AdminClient).
 - ``read_range`` runs on an executor: one partition's ``[start, end)`` read by a consumer that is
   assigned and positioned (no group membership, nothing committed), returned as Arrow record batches.
-- ``write_batches`` runs on an executor: Arrow batches of rows produced by an idempotent producer.
+- ``write_batches`` runs on an executor: Arrow batches of rows produced by an idempotent producer
+  (at least once; ``records_of`` turns the rows into records, also for pipeline.topic_sink).
 
 Offsets here are ``{(topic, partition): offset}``; Spark checkpoints them as the built-in connector's
 JSON layout ``{"topic": {"0": offset}}`` (``to_json_offsets``/``from_json_offsets``).
@@ -297,11 +298,43 @@ def _as_bytes(value: Any) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
 
 
-def write_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> int:
-    """Produces every row of ``batches`` and waits for all of them; returns how many were written.
+def records_of(options: WriteOptions, batch: pa.RecordBatch) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each row of ``batch`` as ``(topic, keyword arguments of Producer.produce)``.
 
     Columns as in the built-in connector: ``value`` (string or binary, required), optional ``key``,
     ``topic`` (unless the ``topic`` option is set, which wins), ``partition`` and ``headers``.
+    """
+    columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+    n = batch.num_rows
+    values = columns["value"]
+    keys = columns.get("key", [None] * n)
+    topics = [options.topic] * n if options.topic else columns["topic"]
+    partitions = columns.get("partition", [None] * n)
+    headers = columns.get("headers", [None] * n)
+    for value, key, topic, partition, header in zip(values, keys, topics, partitions, headers, strict=True):
+        if topic is None:
+            raise ValueError("a row has a null topic and no 'topic' option is set")
+        record: dict[str, Any] = {"value": _as_bytes(value), "key": _as_bytes(key)}
+        if partition is not None:
+            record["partition"] = partition
+        if header:
+            record["headers"] = [(h["key"], _as_bytes(h["value"])) for h in header]
+        yield topic, record
+
+
+def produce_waiting(producer: Producer, topic: str, record: dict[str, Any]) -> None:
+    """``producer.produce`` that waits for room when the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, **record)
+            return
+        except BufferError:  # the local queue is full: let deliveries drain it
+            producer.poll(0.1)
+
+
+def write_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> int:
+    """Produces every row of ``batches`` (columns as ``records_of`` reads them) and waits for all of
+    them; returns how many were written. At least once: pipeline.topic_sink is the transactional path.
     """
     producer = Producer(_producer_config(options))
     failures: list[KafkaError] = []
@@ -312,32 +345,11 @@ def write_batches(options: WriteOptions, batches: Iterable[pa.RecordBatch]) -> i
 
     written = 0
     for batch in batches:
-        columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        n = batch.num_rows
-        values = columns["value"]
-        keys = columns.get("key", [None] * n)
-        topics = [options.topic] * n if options.topic else columns["topic"]
-        partitions = columns.get("partition", [None] * n)
-        headers = columns.get("headers", [None] * n)
-        rows = zip(values, keys, topics, partitions, headers, strict=True)
-        for value, key, topic, partition, header in rows:
-            if topic is None:
-                raise ValueError("a row has a null topic and no 'topic' option is set")
-            record: dict[str, Any] = {"value": _as_bytes(value), "key": _as_bytes(key)}
-            record["on_delivery"] = delivered
-            if partition is not None:
-                record["partition"] = partition
-            if header:
-                record["headers"] = [(h["key"], _as_bytes(h["value"])) for h in header]
-            while True:
-                try:
-                    producer.produce(topic, **record)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    producer.poll(0.1)
+        for topic, record in records_of(options, batch):
+            produce_waiting(producer, topic, {**record, "on_delivery": delivered})
             if failures:
                 raise KafkaWriteError(f"writing to {topic} failed: {failures[0]}")
-        written += n
+        written += batch.num_rows
         producer.poll(0)
     producer.flush()
     if failures:

@@ -272,7 +272,8 @@ class SamsaBatchWriter(DataSourceArrowWriter):
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("samsa")``: at least once, like the built-in sink. A task retried, or a
     batch replayed after a crash, produces its rows again (the idempotent producer removes only
-    its own retries); consumers that need exactly once deduplicate by key."""
+    its own retries); consumers that need exactly once deduplicate by key, or the query writes through
+    ``foreachBatch(pipeline.topic_sink.TransactionalTopicSink(...))`` (one transaction per batch)."""
 
     def __init__(self, options: WriteOptions) -> None:
         self.options = options

@@ -24,8 +24,14 @@ _topics = itertools.count()
 def samsa(tmp_path_factory: pytest.TempPathFactory, zookeeper_server: ZooKeeperServer) -> Iterator[Cluster]:
     """A running cluster shared by the pipeline tests; each test works on topics of its own."""
     chroot = f"{zookeeper_server.connect_string}/samsa-pipeline"
-    # The cleaner looks for work every 100 ms instead of 15 s, for the compaction test.
-    overrides = {"log.cleaner.backoff.ms": "100"}
+    # The cleaner looks for work every 100 ms instead of 15 s, for the compaction test. One broker holds
+    # __transaction_state (the topic sink's transactions) as Kafka's single-broker server.properties
+    # has it: one replica, min.insync 1 (the default 2 could never be met).
+    overrides = {
+        "log.cleaner.backoff.ms": "100",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+    }
     running = Cluster(
         tmp_path_factory.mktemp("pipeline-cluster"), chroot, 1, broker_overrides=overrides
     ).start()

@@ -41,3 +41,10 @@ def test_generate_produces_count_events_to_the_topic(samsa: Cluster, new_topic: 
     assert len(events) == 300
     assert {e["type"] for e in events} <= {"page_view", "search", "click"}
     assert all(e["user"] and e["page"] and e["latency_ms"] > 0 for e in events)
+
+
+def test_run_writes_the_topic_exactly_once_unless_told_at_least_once() -> None:
+    from pipeline.cli import _parser
+
+    assert _parser().parse_args(["run", "--checkpoint", "cp"]).at_least_once is False
+    assert _parser().parse_args(["run", "--checkpoint", "cp", "--at-least-once"]).at_least_once is True
