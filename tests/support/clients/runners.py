@@ -7,7 +7,9 @@ in its own event loop calls them through `asyncio.to_thread`.
 Scenarios: bootstrap_<client> (connect, list brokers and topics), produce_<client> (send `count` keyed
 records with headers and timestamps where the client allows, report where the broker put each one) and
 consume_<client> (read every partition from the beginning without a group); check_round_trip compares
-what was produced with what was consumed. CLIENTS lists the clients, CODECS the codecs each supports.
+what was produced with what was consumed; transactions_<client> (TRANSACTIONS) runs the transactions
+scenario of py/transactions.py through the client's transactional API. CLIENTS lists the clients,
+CODECS the codecs each supports.
 
 Each scenario function returns a structured result or raises:
   * ClientNotInstalled: the client tool (or the codec library it needs) is missing (the test skips);
@@ -748,3 +750,162 @@ def _partition_problems(
 
 def _short(value: bytes | None) -> str:
     return repr(value if value is None or len(value) <= 40 else value[:40] + b"...")
+
+
+# ---------------------------------------------------------------------------------------------------
+# transactions: one scenario per client through its transactional API (py/transactions.py describes it;
+# js/transactions.js and java/Transactions.java are its twins and print the same JSON)
+
+# The scenario starts five producers, three consumers and a group, and waits out commits: several times
+# the budget of a produce run; each client operation has its own, shorter timeout inside the script.
+TRANSACTIONS_TIMEOUT = 240.0
+
+
+@dataclass(frozen=True)
+class TxnRecord:
+    """A record sent in a transaction: where the script sent it and the offset its producer acknowledged
+    (None where the client does not say)."""
+
+    partition: int
+    value: str
+    offset: int | None
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """One transaction of the scenario in the order run; outcome "commit" or "abort" ("crashed", left open
+    by its producer, is "abort": the next producer's init aborts it)."""
+
+    name: str
+    outcome: str
+    records: tuple[TxnRecord, ...]
+
+
+@dataclass(frozen=True)
+class TxnRead:
+    """What a consumer of one isolation level read from the beginning of the data topic: (partition,
+    offset, value) in the order returned, its position per partition afterwards (None when the client
+    has no position to tell), and the end offsets its client's ListOffsets gives at that isolation level
+    (read_committed: the last stable offset)."""
+
+    records: tuple[tuple[int, int, str], ...]
+    positions: dict[int, int] | None
+    end_offsets: dict[int, int] | None
+
+
+@dataclass(frozen=True)
+class TransactionsResult:
+    """The scenario's outcome. offset_after_abort / offset_after_commit: the group's committed offset of
+    the input partition after the aborted and the committed send-offsets transactions (None: none).
+    fenced_step / fenced_error: where the fenced producer failed and the client's error (None: it did
+    not fail). read_*_open: the reads while "crashed" was open, read_committed / read_uncommitted at the
+    end. notes: what the client does differently from the others."""
+
+    client: str
+    txns: tuple[Transaction, ...]
+    input_read: tuple[int, ...]
+    offset_after_abort: int | None
+    offset_after_commit: int | None
+    fenced_step: str | None
+    fenced_error: str | None
+    read_committed: TxnRead
+    read_uncommitted: TxnRead
+    read_committed_open: TxnRead
+    read_uncommitted_open: TxnRead
+    notes: tuple[str, ...]
+
+
+def _transactions_result(client: str, raw: Mapping[str, Any]) -> TransactionsResult:
+    def by_partition(offsets: Mapping[str, Any] | None) -> dict[int, int] | None:
+        return None if offsets is None else {int(p): int(o) for p, o in offsets.items()}
+
+    def read(side: Mapping[str, Any]) -> TxnRead:
+        return TxnRead(
+            records=tuple((int(p), int(o), str(v)) for p, o, v in side["records"]),
+            positions=by_partition(side.get("positions")),
+            end_offsets=by_partition(side.get("end_offsets")),
+        )
+
+    fenced = raw.get("fenced")
+    offsets = raw["offsets"]
+    return TransactionsResult(
+        client=client,
+        txns=tuple(
+            Transaction(
+                t["name"],
+                t["outcome"],
+                tuple(TxnRecord(int(p), str(v), None if o is None else int(o)) for p, v, o in t["records"]),
+            )
+            for t in raw["txns"]
+        ),
+        input_read=tuple(int(o) for o in offsets["input_read"]),
+        offset_after_abort=offsets.get("after_abort"),
+        offset_after_commit=offsets.get("after_commit"),
+        fenced_step=None if fenced is None else fenced["step"],
+        fenced_error=None if fenced is None else fenced["error"],
+        read_committed=read(raw["read_committed"]),
+        read_uncommitted=read(raw["read_uncommitted"]),
+        read_committed_open=read(raw["read_committed_open"]),
+        read_uncommitted_open=read(raw["read_uncommitted_open"]),
+        notes=tuple(raw.get("notes") or ()),
+    )
+
+
+def _transactions_with(
+    client: str,
+    launch: Launcher,
+    bootstrap: str,
+    data_topic: str,
+    input_topic: str,
+    group: str,
+    transactional_id: str,
+    partitions: int,
+    timeout: float,
+) -> TransactionsResult:
+    raw = launch(bootstrap, timeout, [data_topic, input_topic, group, transactional_id, str(partitions)])
+    return _transactions_result(client, raw)
+
+
+def _transactions_scenario(client: str, launch: Launcher) -> Callable[..., TransactionsResult]:
+    def scenario(
+        bootstrap: str,
+        data_topic: str,
+        input_topic: str,
+        group: str,
+        transactional_id: str,
+        partitions: int,
+        *,
+        timeout: float = TRANSACTIONS_TIMEOUT,
+    ) -> TransactionsResult:
+        """Runs the transactions scenario: records to DATA_TOPIC (record i of a transaction to partition
+        i % partitions), six input records seeded to INPUT_TOPIC partition 0 and read in GROUP."""
+        return _transactions_with(
+            client, launch, bootstrap, data_topic, input_topic, group, transactional_id, partitions, timeout
+        )
+
+    scenario.__name__ = f"transactions_{client.replace('-', '_')}"
+    return scenario
+
+
+# - aiokafka, kafka-python, confluent-kafka: py/transactions.py with the client's producer and consumers;
+# - kafkajs: js/transactions.js (no initTransactions, group-only consumers: see its notes);
+# - java: java/Transactions.java, KafkaProducer/KafkaConsumer of kafka-clients.
+transactions_aiokafka = _transactions_scenario(
+    "aiokafka", partial(_run_python, "aiokafka", "transactions.py")
+)
+transactions_kafka_python = _transactions_scenario(
+    "kafka-python", partial(_run_python, "kafka-python", "transactions.py")
+)
+transactions_confluent_kafka = _transactions_scenario(
+    "confluent-kafka", partial(_run_python, "confluent-kafka", "transactions.py")
+)
+transactions_kafkajs = _transactions_scenario("kafkajs", partial(_run_kafkajs, "transactions.js"))
+transactions_java = _transactions_scenario("java", partial(_run_java, "Transactions.java"))
+
+TRANSACTIONS: dict[str, Callable[..., TransactionsResult]] = {
+    "aiokafka": transactions_aiokafka,
+    "kafka-python": transactions_kafka_python,
+    "confluent-kafka": transactions_confluent_kafka,
+    "kafkajs": transactions_kafkajs,
+    "java": transactions_java,
+}
