@@ -10,6 +10,9 @@
 - A confluent-kafka transactional producer commits one transaction and aborts another: a read_committed
   consumer sees the committed records only, a read_uncommitted one both, and the last stable offset lets
   read_committed reach the end once the abort's markers are written.
+- A transaction left open past its ``transaction.timeout.ms`` is aborted by the coordinator: the
+  partition's last stable offset moves on, read_committed consumers read what follows it, and the
+  producer, whose epoch the abort bumped, is fenced.
 """
 
 from __future__ import annotations
@@ -49,7 +52,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper_server: ZooKeepe
     """Three brokers with Kafka's transaction settings (__transaction_state replicated 3 times,
     min.insync.replicas 2), one controller."""
     chroot = f"{zookeeper_server.connect_string}/samsa-transactions-core"
-    running = Cluster(tmp_path_factory.mktemp("transactions-core"), chroot).start()
+    # The coordinator looks for timed-out transactions every half second (Kafka: every 10 s).
+    running = Cluster(
+        tmp_path_factory.mktemp("transactions-core"),
+        chroot,
+        broker_overrides={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500},
+    ).start()
     try:
         yield running
     finally:
@@ -292,3 +300,62 @@ def test_confluent_kafka_commit_and_abort_with_read_committed(cluster: Cluster) 
     assert sorted(uncommitted) == sorted(
         [f"committed-{i}" for i in range(4)] + [f"aborted-{i}" for i in range(4)] + ["last"]
     )
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted_by_the_coordinator(cluster: Cluster) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    topic = f"txn-timeout-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 1, replication_factor=3)
+    transactional_id = f"forgotten-{uuid.uuid4().hex[:8]}"
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 2000,
+        }
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"never-committed", partition=0)
+    producer.flush(30)
+    plain = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    plain.produce(topic, value=b"after-it", partition=0)
+    assert plain.flush(30) == 0
+
+    _, coordinator = find_txn_coordinator(cluster, transactional_id)
+    deadline = time.monotonic() + 30
+    while True:
+        described = request(
+            coordinator,
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            0,
+            DescribeTransactionsRequest(transactional_ids=[transactional_id]),
+        ).transaction_states[0]
+        if described.transaction_state == "CompleteAbort" or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert described.transaction_state == "CompleteAbort", described
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not values and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    assert values == [b"after-it"]
+
+    # The abort bumped the epoch: the forgotten producer cannot commit what the coordinator rolled back.
+    with pytest.raises(confluent_kafka.KafkaException):
+        producer.commit_transaction(30)
