@@ -266,12 +266,13 @@ class Partition:
         return tuple(r for r in self.isr if r not in lagging) if lagging else None
 
     def on_isr_committed(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> bool:
-        """The controller's answer to a proposed ISR change; ignored if leadership moved meanwhile."""
+        """The controller's answer to a proposed ISR change; ignored if leadership moved meanwhile. True
+        when applied: the caller then moves the high watermark (a smaller ISR may let it move) and
+        completes what waited for it (``ReplicaManager.on_high_watermark_may_move``)."""
         self.pending_isr = None
         if leader_epoch != self.leader_epoch or not self.is_leader:
             return False
         self.isr, self.partition_epoch = isr, partition_epoch
-        self.maybe_increment_high_watermark()
         return True
 
     # -- DeleteRecords --------------------------------------------------------------------------
