@@ -33,12 +33,13 @@ def figures_path(config: pytest.Config) -> Path:
 
 
 @pytest.fixture
-def open_scenario(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[Settings], Any]:
-    """``with open_scenario(Settings(...)) as s:`` runs a scenario in this test's tmp dir."""
+def open_scenario(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``with open_scenario(Settings(...)) as s:`` runs a scenario in this test's tmp dir;
+    ``open_scenario(settings, kind)`` one of a Scenario subclass (``TxnScenario``)."""
 
     @contextmanager
-    def open_(settings: Settings) -> Iterator[Scenario]:
-        scenario = Scenario(settings, tmp_path / "scenario", figures_path(request.config))
+    def open_(settings: Settings, kind: type[Scenario] = Scenario) -> Iterator[Scenario]:
+        scenario = kind(settings, tmp_path / "scenario", figures_path(request.config))
         try:
             scenario.__enter__()
         except ZooKeeperNotInstalled as e:

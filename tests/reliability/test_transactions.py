@@ -11,15 +11,11 @@ after the produce (duplicates) or before it (loss). The checker must find them i
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.reliability.conftest import _record, figures_path
 from tests.reliability.scenario import FULL, QUICK
 from tests.reliability.txn_scenario import (
     GROUP_COORDINATOR,
@@ -28,32 +24,10 @@ from tests.reliability.txn_scenario import (
     TxnScenario,
     TxnSettings,
 )
-from zk.server import ZooKeeperNotInstalled
 
 pytestmark = pytest.mark.integration
 
 BROKER_ROLES = (TRANSACTION_COORDINATOR, OUTPUT_LEADER, GROUP_COORDINATOR)
-
-
-@pytest.fixture
-def open_txn_scenario(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[TxnSettings], Any]:
-    """``with open_txn_scenario(TxnSettings(...)) as s:`` runs a TxnScenario in this test's tmp dir."""
-
-    @contextmanager
-    def open_(settings: TxnSettings) -> Iterator[TxnScenario]:
-        scenario = TxnScenario(settings, tmp_path / "scenario", figures_path(request.config))
-        try:
-            scenario.__enter__()
-        except ZooKeeperNotInstalled as e:
-            pytest.skip(str(e))
-        try:
-            yield scenario
-        finally:
-            scenario.__exit__(None, None, None)
-            if os.environ.get("SAMSA_RECORD_RESULTS") == "1" and scenario.figures_line is not None:
-                _record(scenario.figures_line)
-
-    return open_
 
 
 def _run(s: TxnScenario, rounds: int, copier_kills: int) -> None:
@@ -71,11 +45,11 @@ def _run(s: TxnScenario, rounds: int, copier_kills: int) -> None:
 # Fault runs belong to the full tier; the quick variant (about a minute) runs there too, first.
 @pytest.mark.parametrize("tier", [pytest.param(QUICK.values[0], id="quick", marks=pytest.mark.slow), FULL])
 def test_the_copier_is_exactly_once_through_coordinator_leader_and_copier_kills(
-    open_txn_scenario: Callable[[TxnSettings], Any], tier: str
+    open_scenario: Callable[..., Any], tier: str
 ) -> None:
     quick = tier == "quick"
     settings = TxnSettings("txn-copier", tier=tier, seed_rate=200 if quick else 300)
-    with open_txn_scenario(settings) as s:
+    with open_scenario(settings, TxnScenario) as s:
         _run(s, rounds=1 if quick else 3, copier_kills=1 if quick else 3)
         report = s.finish()
     assert report.valid, report.summary()
@@ -90,13 +64,13 @@ def test_the_copier_is_exactly_once_through_coordinator_leader_and_copier_kills(
 )
 @pytest.mark.parametrize("tier", [FULL])
 def test_the_copier_without_transactions_is_caught(
-    open_txn_scenario: Callable[[TxnSettings], Any], tier: str, mode: str, anomaly: str
+    open_scenario: Callable[..., Any], tier: str, mode: str, anomaly: str
 ) -> None:
     """The negative controls: the same kills, an idempotent producer and offsets committed after the
     produce (at-least-once: the killed copier's batch is copied twice) or before it (at-most-once:
     the killed copier's batch is never copied)."""
     settings = TxnSettings(f"txn-copier-{mode} (negative control)", tier=tier, mode=mode)
-    with open_txn_scenario(settings) as s:
+    with open_scenario(settings, TxnScenario) as s:
         _run(s, rounds=1, copier_kills=2)
         report = s.finish()
     assert not report.valid, report.summary()

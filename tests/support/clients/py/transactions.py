@@ -231,23 +231,34 @@ def confluent_read(
         consumer.close()
 
 
-class ConfluentClient:
+class _SyncClient:
+    """A client whose producer, group consumer and reads are plain blocking calls."""
+
     notes: list[str] = []
+    producer_class: Callable[[str, str | None, str], Any]
+    group_consumer_class: Callable[[str, str, str], Any]
+    reader: Callable[[str, str, int, str, int], Any]
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
 
-    def producer(self, txn_id: str | None, topic: str) -> ConfluentProducer:
-        return ConfluentProducer(self.bootstrap, txn_id, topic)
+    def producer(self, txn_id: str | None, topic: str) -> Any:
+        return self.producer_class(self.bootstrap, txn_id, topic)
 
-    def group_consumer(self, topic: str, group: str) -> ConfluentGroupConsumer:
-        return ConfluentGroupConsumer(self.bootstrap, topic, group)
+    def group_consumer(self, topic: str, group: str) -> Any:
+        return self.group_consumer_class(self.bootstrap, topic, group)
 
     def read(self, topic: str, partitions: int, isolation: str, expected: int) -> Any:
-        return confluent_read(self.bootstrap, topic, partitions, isolation, expected)
+        return type(self).reader(self.bootstrap, topic, partitions, isolation, expected)
 
     def finish(self) -> None:
         pass
+
+
+class ConfluentClient(_SyncClient):
+    producer_class = ConfluentProducer
+    group_consumer_class = ConfluentGroupConsumer
+    reader = confluent_read
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -371,23 +382,10 @@ def kafka_python_read(
         consumer.close()
 
 
-class KafkaPythonClient:
-    notes: list[str] = []
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-
-    def producer(self, txn_id: str | None, topic: str) -> KafkaPythonProducer:
-        return KafkaPythonProducer(self.bootstrap, txn_id, topic)
-
-    def group_consumer(self, topic: str, group: str) -> KafkaPythonGroupConsumer:
-        return KafkaPythonGroupConsumer(self.bootstrap, topic, group)
-
-    def read(self, topic: str, partitions: int, isolation: str, expected: int) -> Any:
-        return kafka_python_read(self.bootstrap, topic, partitions, isolation, expected)
-
-    def finish(self) -> None:
-        pass
+class KafkaPythonClient(_SyncClient):
+    producer_class = KafkaPythonProducer
+    group_consumer_class = KafkaPythonGroupConsumer
+    reader = kafka_python_read
 
 
 # ---------------------------------------------------------------------------------------------------
