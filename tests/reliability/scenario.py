@@ -203,6 +203,10 @@ class Scenario:
     def registered(self, broker_id: int) -> bool:
         return bool(self.zk().exists(znodes.broker_path(broker_id)))
 
+    def watched_workloads(self) -> list[Any]:
+        """The workloads whose exit fails a ``wait``: all of them, unless a scenario restarts some."""
+        return [*self.producers, *self.consumers]
+
     def wait(self, condition: Callable[[], Any], what: str, timeout: float) -> Any:
         """Polls ``condition()`` until it returns something truthy; fails the test with the cluster's
         state after ``timeout`` seconds."""
@@ -211,7 +215,7 @@ class Scenario:
             found = condition()
             if found:
                 return found
-            dead = [w for w in [*self.producers, *self.consumers] if w.process.poll() is not None]
+            dead = [w for w in self.watched_workloads() if w.process.poll() is not None]
             if dead:
                 raise AssertionError(
                     f"workload {dead[0].name} exited while waiting for {what}:\n{dead[0].tail()}"
