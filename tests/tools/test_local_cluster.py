@@ -18,6 +18,8 @@ import pytest
 
 from tools.local_cluster import LocalCluster, NetworkSandbox, ZooKeeperNotInstalled, read_state
 from tools.local_cluster_nodes import pid_alive, wait_gone
+from zk import znodes
+from zk.server import four_letter_word
 
 pytestmark = pytest.mark.integration
 
@@ -142,12 +144,30 @@ def test_killing_the_active_controller_elects_the_standby(cluster: LocalCluster)
     assert cluster.active_controller().id == standby.id  # the restarted one stands by
 
 
+def brokers_connected_to_their_sessions(cluster: LocalCluster, brokers: set[int]) -> bool:
+    """Every broker's registration belongs to a session a client is connected to (ZooKeeper's ``cons``).
+    After a restart ZooKeeper restores the sessions and their ephemeral nodes, so a registration alone
+    may belong to a session about to expire (a client that did not reconnect within its timeout)."""
+    zookeeper = cluster.zookeeper_node
+    assert zookeeper is not None
+    connected = four_letter_word(zookeeper.host, zookeeper.port, b"cons", timeout=2).decode(errors="replace")
+    for broker in brokers:
+        stat = cluster.zk().exists(f"{znodes.BROKER_IDS}/{broker}")
+        if stat is None or f"sid={stat.ephemeralOwner:#x}" not in connected:
+            return False
+    return True
+
+
 def test_zookeeper_restart_keeps_the_sessions(cluster: LocalCluster) -> None:
     zookeeper = cluster.zookeeper_node
     assert zookeeper is not None
     zookeeper.restart()
     assert zookeeper.alive
-    assert cluster.wait(lambda: cluster.registered_brokers() == {1, 2, 3}, "every broker registered", 30)
+    assert cluster.wait(
+        lambda: brokers_connected_to_their_sessions(cluster, {1, 2, 3}),
+        "every broker registered and connected",
+        30,
+    )
     cluster.create_topic("after-zookeeper", partitions=2)
 
 
