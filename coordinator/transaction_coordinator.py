@@ -77,17 +77,12 @@ def _now_ms() -> int:
 
 
 @dataclass(frozen=True)
-class TransactionConfig:
-    """Kafka's names and defaults."""
+class TransactionConfig(TransactionStateConfig):
+    """Kafka's names and defaults: the state manager's (transaction.state.log.*, expiration, the
+    maximum timeout; appends and marker writes bounded by request_timeout_ms) and the periodic tasks'."""
 
-    num_partitions: int = 50  # transaction.state.log.num.partitions
-    transactional_id_expiration_ms: int = 604800000
-    transaction_max_timeout_ms: int = 900000
     abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     remove_expired_transactional_id_cleanup_interval_ms: int = 3600000
-    load_buffer_size: int = 5242880
-    required_acks: int = -1
-    request_timeout_ms: int = 30000  # appends and marker writes
 
 
 class InitProducerIdResult(NamedTuple):
@@ -160,19 +155,7 @@ class TransactionCoordinator:
         self.config = config
         self.time_ms = time_ms
         self.producer_ids = producer_ids
-        self.manager = TransactionStateManager(
-            broker_id,
-            TransactionStateConfig(
-                num_partitions=config.num_partitions,
-                transactional_id_expiration_ms=config.transactional_id_expiration_ms,
-                transaction_max_timeout_ms=config.transaction_max_timeout_ms,
-                load_buffer_size=config.load_buffer_size,
-                required_acks=config.required_acks,
-                request_timeout_ms=config.request_timeout_ms,
-            ),
-            topic,
-            time_ms,
-        )
+        self.manager = TransactionStateManager(broker_id, config, topic, time_ms)
         self.markers = TransactionMarkerChannelManager(
             self.manager,
             markers,

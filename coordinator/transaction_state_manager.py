@@ -66,7 +66,8 @@ def _now_ms() -> int:
 
 @dataclass(frozen=True)
 class TransactionStateConfig:
-    """What the manager needs of the coordinator's settings (transaction_coordinator.TransactionConfig)."""
+    """What the manager needs of the coordinator's settings (``transaction_coordinator.TransactionConfig``
+    extends it)."""
 
     num_partitions: int = 50
     transactional_id_expiration_ms: int = 604800000
