@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from broker.add_partitions_to_txn_manager import VERIFY_VERSION, AddPartitionsToTxnManager
-from broker.kafka_apis import KafkaApis
 from broker.metadata_cache import BrokerInfo, MetadataCache
+from broker.produce_apis import ProduceApis
 from broker.replica_manager import ReplicaManager
 from coordinator.group_metadata_manager import partition_for
 from network.handler_pool import Parked
@@ -102,7 +102,7 @@ class _Connection:
 
 async def setup(
     logs: LogManager, coordinator: FakeCoordinator | None, with_coordinator_partition: bool = True
-) -> tuple[KafkaApis, ReplicaManager]:
+) -> tuple[ProduceApis, ReplicaManager]:
     """Broker 1 leads TOPIC 0 and 1; broker 2 leads the transactional id's __transaction_state
     partition (unless told otherwise); ``coordinator`` None: verification disabled."""
     cache = MetadataCache("cluster")
@@ -119,7 +119,7 @@ async def setup(
         manager.add_partitions_to_txn = AddPartitionsToTxnManager(
             1, cache, "PLAINTEXT", lambda txn_id: partition_for(txn_id, 50), 5000, coordinator.client
         )
-    return KafkaApis(1, cache, manager), manager
+    return ProduceApis(manager), manager
 
 
 def txn_batch(seq: int = 0, pid: int = PID, epoch: int = EPOCH, transactional: bool = True) -> bytes:
