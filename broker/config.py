@@ -137,6 +137,10 @@ BROKER_CONFIG = (
         _LOG_DEFAULTS.compression_type,
         one_of(*COMPRESSION_TYPES),
     )
+    # KIP-390: the levels the broker compresses with when a topic's compression.type is not producer.
+    .define("compression.gzip.level", _I, -1)
+    .define("compression.lz4.level", _I, 9)
+    .define("compression.zstd.level", _I, 3)
     # replication
     .define("min.insync.replicas", _I, _LOG_DEFAULTS.min_insync_replicas, _POSITIVE)
     .define("unclean.leader.election.enable", _B, _LOG_DEFAULTS.unclean_leader_election_enable)
@@ -150,6 +154,8 @@ BROKER_CONFIG = (
     .define("replica.socket.receive.buffer.bytes", _I, 65536)
     .define("replica.high.watermark.checkpoint.interval.ms", _L, 5000)
     .define("num.replica.fetchers", _I, 1, _POSITIVE)
+    # KIP-392: which replica a consumer with a client.rack is told to read from (None: the leader).
+    .define("replica.selector.class", _S, None)
     .define("auto.leader.rebalance.enable", _B, True)
     .define("leader.imbalance.check.interval.seconds", _L, 300, _POSITIVE)
     .define("leader.imbalance.per.broker.percentage", _I, 10)
@@ -159,6 +165,8 @@ BROKER_CONFIG = (
     .define("controller.socket.timeout.ms", _I, 30000)
     # fetch and purgatories
     .define("fetch.max.bytes", _I, 57671680, _NON_NEGATIVE)
+    # KIP-227: how many incremental fetch sessions the broker keeps.
+    .define("max.incremental.fetch.session.cache.slots", _I, 1000, _NON_NEGATIVE)
     .define("fetch.purgatory.purge.interval.requests", _I, 1000)
     .define("producer.purgatory.purge.interval.requests", _I, 1000)
     # consumer groups and offsets

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED
 from broker.replica_manager import FetchParams, FetchPartitionRequest, FetchResults, ReplicaManager
 from network.handler_pool import Parked, park
@@ -29,7 +30,8 @@ def _batches_use_zstd(records: Any) -> bool:
 
 
 class FetchApis:
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, metadata_cache: MetadataCache, replica_manager: ReplicaManager) -> None:
+        self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
 
     def handlers(self) -> dict[int, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from network.request_channel import Request
 from protocol.api import ApiKey
@@ -16,7 +17,8 @@ from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
 class ListOffsetsApis:
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, metadata_cache: MetadataCache, replica_manager: ReplicaManager) -> None:
+        self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
 
     def handlers(self) -> dict[int, Any]:

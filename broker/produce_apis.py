@@ -13,6 +13,7 @@ import logging
 from functools import partial
 from typing import Any
 
+from broker.metadata_cache import MetadataCache
 from broker.refusals import log_partition_refusals
 from broker.replica_manager import ProduceResults, ReplicaManager
 from network.handler_pool import Parked, park
@@ -48,7 +49,8 @@ def _validate_compressed(
 
 
 class ProduceApis:
-    def __init__(self, replica_manager: ReplicaManager) -> None:
+    def __init__(self, metadata_cache: MetadataCache, replica_manager: ReplicaManager) -> None:
+        self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         # Per connection, the append of a Produce still waiting for transaction verification: the
         # connection's later Produces append after it, as a Kafka connection's requests are handled in

@@ -113,6 +113,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int
+    # KIP-392: the consumer's client.rack (Fetch v11+), for the replica selector; None when not given.
+    client_rack: str | None = None
 
     @property
     def from_follower(self) -> bool:
@@ -133,6 +135,7 @@ class FetchPartitionResult:
     info: FetchDataInfo | None = None
     aborted: list[Any] | None = field(default=None)
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): the fetcher must truncate
+    preferred_read_replica: int = -1  # KIP-392: the replica the consumer should fetch from instead
 
 
 ProduceResults = dict[TopicPartition, ProducePartitionResult]

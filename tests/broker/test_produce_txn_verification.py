@@ -119,7 +119,7 @@ async def setup(
         manager.add_partitions_to_txn = AddPartitionsToTxnManager(
             1, cache, "PLAINTEXT", lambda txn_id: partition_for(txn_id, 50), 5000, coordinator.client
         )
-    return ProduceApis(manager), manager
+    return ProduceApis(cache, manager), manager
 
 
 def txn_batch(seq: int = 0, pid: int = PID, epoch: int = EPOCH, transactional: bool = True) -> bytes:
