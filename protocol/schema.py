@@ -3,6 +3,12 @@
 The schema files are data: Kafka 4.x's own under ``schemas/kafka`` and, under ``schemas/legacy``, the
 ZooKeeper-era inter-broker APIs Kafka 4 removed. Everything the encoding depends on (field versions,
 nullable and tagged versions, per-field flexible versions, defaults) comes from them.
+
+Kafka 4 dropped the oldest versions of several APIs (KIP-896) by raising their ``validVersions`` but kept
+the fields those versions use (``"versions": "0"``, ``"0-3"``, ...), so the files still describe them byte
+for byte. ``KAFKA39_FLOORS`` lowers those APIs' valid versions back to Kafka 3.9's, which is all a Kafka
+3.9-era client needs from the codec (``tests/protocol/test_kafka39_versions.py`` checks every one of those
+versions against Kafka 3.9's own classes and kafka-python's).
 """
 
 from __future__ import annotations
@@ -31,6 +37,26 @@ PRIMITIVES = frozenset(
         "records",
     }
 )
+
+# Kafka 3.9's lowest version of each API whose Kafka 4 schema starts higher (KIP-896 removed them in Kafka
+# 4.0). Applied to the API's request and response alike; nothing else about the schema changes.
+KAFKA39_FLOORS: dict[str, int] = {
+    "Produce": 0,  # 0-2: magic 0/1 message sets in the records field
+    "Fetch": 0,  # 0-3: answered with magic 0 (v0-1) or magic 1 (v2-3) message sets
+    "ListOffsets": 0,  # 0: MaxNumOffsets and the OldStyleOffsets array
+    "OffsetCommit": 0,  # 0-1: no retention; v1 has a per-partition commit timestamp
+    "OffsetFetch": 0,
+    "CreateTopics": 0,  # 0-1
+    "DeleteTopics": 0,
+    "OffsetForLeaderEpoch": 0,  # 0-1
+    "WriteTxnMarkers": 0,
+    "DescribeAcls": 0,
+    "CreateAcls": 0,
+    "DeleteAcls": 0,
+    "DescribeConfigs": 0,
+    "AlterReplicaLogDirs": 0,
+    "DescribeLogDirs": 0,
+}
 
 _NO_VERSION = 1 << 15  # above any int16 api version: the open end of "N+"
 
@@ -188,10 +214,23 @@ def schema_paths() -> dict[str, Path]:
     return paths
 
 
+def kafka39_floor(spec: MessageSpec) -> int | None:
+    """Kafka 3.9's lowest version of this request or response when it is below the schema's own."""
+    if spec.type not in ("request", "response"):
+        return None
+    floor = KAFKA39_FLOORS.get(spec.name.removesuffix(spec.type.capitalize()))
+    return floor if floor is not None and floor < spec.valid_versions.low else None
+
+
 @cache
 def load_message(name: str) -> MessageSpec:
+    """The schema of one message, with the versions Kafka 3.9 serves below Kafka 4's (``KAFKA39_FLOORS``)."""
     try:
         path = schema_paths()[name]
     except KeyError:
         raise KeyError(f"no message schema named {name!r}") from None
-    return parse_message(path.read_text(encoding="utf-8"))
+    spec = parse_message(path.read_text(encoding="utf-8"))
+    floor = kafka39_floor(spec)
+    if floor is not None:
+        spec.valid_versions = Versions(floor, spec.valid_versions.high)
+    return spec
