@@ -9,6 +9,7 @@ knows only itself.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol.messages import UpdateMetadataRequest
@@ -49,6 +50,9 @@ class MetadataCache:
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        # Told the partitions an UpdateMetadata deletes (Kafka's KafkaApis hands them to the group
+        # coordinator's onPartitionsDeleted, which drops their committed offsets).
+        self.partitions_deleted_listeners: list[Callable[[list[tuple[str, int]]], object]] = []
 
     # -- brokers --------------------------------------------------------------------------------
 
@@ -127,6 +131,9 @@ class MetadataCache:
             )
             if topic_id is not None and topic_id.int:
                 self._topic_ids[topic] = topic_id
+        if deleted:
+            for listener in self.partitions_deleted_listeners:
+                listener(deleted)
         return deleted
 
 

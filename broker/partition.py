@@ -10,6 +10,10 @@ The leader also proposes ISR changes (a follower that caught up joins; one that 
 replica.lag.time.max.ms leaves), which the controller commits (AlterPartition). While a change is in
 flight the high watermark counts the "maximal ISR" (KIP-497): a joining follower at once, a leaving
 one until the shrink is committed, so the high watermark never moves on an ISR not yet durable.
+
+A replica belongs to one topic id (KIP-516): its log's, kept in partition.metadata
+(``storage.partition_metadata``) from the first LeaderAndIsr that names it; ``topic_id`` is that id,
+which the replica manager checks LeaderAndIsr against and the fetch path Fetch v13+ topic ids against.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ZERO_UUID = uuid.UUID(int=0)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
 
@@ -69,7 +74,7 @@ class Partition:
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
-        self.topic_id = uuid.UUID(int=0)
+        self._topic_id = ZERO_UUID
         self.log: Log | None = None
         self.leader_id = -1
         self.leader_epoch = -1
@@ -83,6 +88,24 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition} leader={self.leader_id} epoch={self.leader_epoch})"
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        """KIP-516: the id of the topic this replica belongs to (the zero uuid when unknown). The log's
+        own, from its partition.metadata, is authoritative; before the log knows one, the id the
+        controller named (Kafka's Partition.topicId)."""
+        if self.log is not None and self.log.topic_id is not None:
+            return self.log.topic_id
+        return self._topic_id
+
+    @topic_id.setter
+    def topic_id(self, topic_id: uuid.UUID) -> None:
+        self._topic_id = topic_id
+
+    def has_consistent_topic_id(self, request_topic_id: uuid.UUID) -> bool:
+        """Kafka's hasConsistentTopicId: a request naming no id (zero) is consistent with anything, and
+        so is any id while this replica knows none; otherwise the ids must be equal."""
+        return not request_topic_id.int or not self.topic_id.int or self.topic_id == request_topic_id
 
     @property
     def key(self) -> tuple[str, int]:
@@ -109,7 +132,18 @@ class Partition:
         self.replicas = tuple(state.replicas)
         self.isr = tuple(state.isr)
         if topic_id.int:
-            self.topic_id = topic_id
+            # The log learnt (or already had) this id when it was prepared: check_or_set_topic_id.
+            self._topic_id = topic_id
+
+    @staticmethod
+    def check_or_set_topic_id(log_: Log, topic_id: uuid.UUID) -> bool:
+        """Kafka's Partition.checkOrSetTopicId / UnifiedLog.assignTopicId: a log that knows no topic id
+        learns ``topic_id`` (written to its partition.metadata, fsynced) before it serves or takes any
+        data; one that knows another raises InconsistentTopicIdError. A zero ``topic_id`` (a
+        LeaderAndIsr before v5) checks nothing. True when the log newly learnt the id."""
+        if not topic_id.int:
+            return False
+        return log_.assign_topic_id(topic_id)
 
     def make_leader(
         self, state: LeaderAndIsrRequest.LeaderAndIsrPartitionState, log_: Log, topic_id: uuid.UUID

@@ -103,6 +103,15 @@ class GroupCoordinator:
         log.debug("resigned as the group coordinator of partition %d in epoch %s", partition, epoch)
         self.manager.remove_groups_for_partition(partition, epoch, self._on_group_unloaded)
 
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> asyncio.Future[int]:
+        """Kafka's onPartitionsDeleted: the partitions of a deleted topic lose their committed offsets
+        in every group here (tombstones written), so a topic re-created under the name starts from
+        the consumers' reset policy, not from the old topic's positions."""
+        deleted = list(partitions)
+        return self.manager.cleanup_group_metadata(
+            self.manager.current_groups(), lambda group: group.remove_offsets(deleted)
+        )
+
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         log.info("loaded group %s with generation %d", group.group_id, group.generation_id)
         if len(group) > self.config.max_size:

@@ -15,6 +15,12 @@ from zk import znodes
 FAKE_CONTROLLER_ID = 9001
 
 
+def topic_id_of(topic: str) -> uuid.UUID:
+    """The topic id these requests carry unless told otherwise: the same for every request naming the
+    topic, as the controller's are (a broker refuses another id for a log it has: KIP-516)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"samsa-test-topic:{topic}")
+
+
 def _kazoo(zookeeper: str) -> KazooClient:
     zk = KazooClient(zookeeper)
     zk.start(timeout=10)
@@ -81,7 +87,7 @@ def leader_and_isr(
         type=1,
         topic_states=[
             LeaderAndIsrRequest.LeaderAndIsrTopicState(
-                topic_name=topic, topic_id=topic_id or uuid.uuid4(), partition_states=states
+                topic_name=topic, topic_id=topic_id or topic_id_of(topic), partition_states=states
             )
         ],
         live_leaders=[],
@@ -118,7 +124,7 @@ def update_metadata(
         broker_epoch=broker_epoch,
         topic_states=[
             UpdateMetadataRequest.UpdateMetadataTopicState(
-                topic_name=topic, topic_id=topic_id or uuid.uuid4(), partition_states=states
+                topic_name=topic, topic_id=topic_id or topic_id_of(topic), partition_states=states
             )
         ],
         live_brokers=[
