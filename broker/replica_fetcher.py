@@ -7,6 +7,13 @@ and cuts its log there, never trusting its own high watermark. Then it sends Fet
 this broker's id as the replica id, appends what comes back with the leader's offsets, and follows the
 leader's high watermark and log start offset. The leader learns how far the follower got from the
 next fetch's offsets, which is what moves its high watermark and ISR.
+
+Each fetcher keeps an incremental fetch session with its leader (KIP-227, Kafka's FetchSessionHandler):
+the first Fetch is full and opens the session; the next ones name only the partitions whose fetch
+parameters changed (those that got data, a new leader epoch, ...) and forget those that left the
+fetch (removed, truncating, backing off after an error), and the leader answers only the partitions
+with something new. Fetch v17 names topics by id when every fetched partition knows its topic's id,
+else v12 by name; a change between the two, a session error or a failed request starts a new session.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.partition import Partition, storage_error
@@ -29,7 +38,8 @@ from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-_FETCH_VERSION = 11  # the last before topic ids; truncation goes through OffsetForLeaderEpoch
+_FETCH_VERSION = 17  # topic ids (v13+), replica state (v15+); truncation goes through OffsetForLeaderEpoch
+_FETCH_VERSION_BY_NAME = 12  # when a fetched partition's topic id is unknown
 _EPOCH_VERSION = 3  # carries the replica id
 _LIST_OFFSETS_VERSION = 4
 _BACKOFF_ERRORS = {
@@ -39,7 +49,12 @@ _BACKOFF_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.KAFKA_STORAGE_ERROR,
     ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.INCONSISTENT_TOPIC_ID,
 }
+_INITIAL_EPOCH = 0
+_INT32_MAX = 2**31 - 1
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass
@@ -53,6 +68,12 @@ class FetchSettings:
     partition_max_bytes: int
     backoff_ms: int
     socket_timeout_ms: int
+    # KIP-392: told of each followed partition whose high watermark moved, so that the consumers
+    # fetching from this follower are answered then (Kafka's completeDelayedFetchRequests).
+    on_high_watermark: Callable[[tuple[str, int]], object] | None = None
+    # An I/O error appending a followed partition's records: its log dir goes offline (Kafka's
+    # LogDirFailureChannel), at once rather than at the next checkpoint.
+    on_io_error: Callable[[tuple[str, int], OSError], object] | None = None
 
 
 @dataclass
@@ -69,11 +90,90 @@ class _PartitionState:
         return lg
 
 
-def _by_topic(states: list[_PartitionState]) -> dict[str, list[_PartitionState]]:
-    grouped: dict[str, list[_PartitionState]] = {}
-    for state in states:
-        grouped.setdefault(state.partition.topic, []).append(state)
+# What a fetch says of one partition: (topic id, fetch offset, log start offset, max bytes, leader epoch).
+_PartitionData = tuple[uuid.UUID, int, int, int, int]
+
+
+def _by_topic(
+    partitions: dict[TopicPartition, _PartitionData],
+) -> dict[str, list[tuple[TopicPartition, _PartitionData]]]:
+    grouped: dict[str, list[tuple[TopicPartition, _PartitionData]]] = {}
+    for key, data in partitions.items():
+        grouped.setdefault(key[0], []).append((key, data))
     return grouped
+
+
+def _forgotten(
+    partitions: list[tuple[TopicPartition, uuid.UUID]],
+) -> dict[tuple[str, uuid.UUID], list[int]]:
+    grouped: dict[tuple[str, uuid.UUID], list[int]] = {}
+    for (topic, partition), topic_id in partitions:
+        grouped.setdefault((topic, topic_id), []).append(partition)
+    return grouped
+
+
+class FetchSessionHandler:
+    """The follower's side of a fetch session with one leader (Kafka's FetchSessionHandler): which
+    partitions the next Fetch must name and which it must forget, and the session's id and epoch."""
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = _INITIAL_EPOCH
+        self.uses_topic_ids = False
+        # The partitions the leader's session holds, with what it was last told of each.
+        self.partitions: dict[TopicPartition, _PartitionData] = {}
+        self.incremental_requests = 0  # how many incremental fetches were sent (tests, logs)
+
+    def build(
+        self, wanted: dict[TopicPartition, _PartitionData], uses_topic_ids: bool
+    ) -> tuple[dict[TopicPartition, _PartitionData], list[tuple[TopicPartition, uuid.UUID]]]:
+        """The partitions the next request names and those it forgets (topic, partition, topic id)."""
+        if self.session_id != 0 and uses_topic_ids != self.uses_topic_ids:
+            self.epoch = _INITIAL_EPOCH  # topic ids came or went: a full fetch closes the old session
+        if self.epoch == _INITIAL_EPOCH:
+            self.partitions = dict(wanted)
+            self.uses_topic_ids = uses_topic_ids
+            return dict(wanted), []
+        to_send: dict[TopicPartition, _PartitionData] = {}
+        to_forget: list[tuple[TopicPartition, uuid.UUID]] = []
+        for key, previous in list(self.partitions.items()):
+            current = wanted.get(key)
+            if current is None:
+                to_forget.append((key, previous[0]))
+                del self.partitions[key]
+            elif current != previous:
+                if self.uses_topic_ids and current[0] != previous[0]:
+                    to_forget.append((key, previous[0]))  # the topic was re-created under a new id
+                to_send[key] = current
+                self.partitions[key] = current
+        for key, current in wanted.items():
+            if key not in self.partitions:
+                to_send[key] = current
+                self.partitions[key] = current
+        self.incremental_requests += 1
+        return to_send, to_forget
+
+    def handle_response(self, error: int, session_id: int) -> bool:
+        """Moves the session on after a response; False when the response carries no partitions."""
+        if error != ErrorCode.NONE:
+            log.info("fetch session %d: %s", self.session_id, ErrorCode(error).name)
+            if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self.session_id = 0
+            self.epoch = _INITIAL_EPOCH
+            return False
+        if session_id == 0:
+            self.session_id, self.epoch = 0, _INITIAL_EPOCH  # no session: every fetch is full
+        elif self.epoch == _INITIAL_EPOCH or session_id == self.session_id:
+            self.session_id = session_id
+            self.epoch = 1 if self.epoch == _INT32_MAX else self.epoch + 1
+        else:
+            self.session_id, self.epoch = 0, _INITIAL_EPOCH  # an answer from another session
+            return False
+        return True
+
+    def handle_error(self) -> None:
+        """The request failed: the next fetch is full, closing the session if the leader kept it."""
+        self.epoch = _INITIAL_EPOCH
 
 
 class ReplicaFetcher:
@@ -90,6 +190,7 @@ class ReplicaFetcher:
             request_timeout=settings.socket_timeout_ms / 1000,
         )
         self._partitions: dict[TopicPartition, _PartitionState] = {}
+        self._session = FetchSessionHandler()
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -121,6 +222,7 @@ class ReplicaFetcher:
                 if not await self._fetch():
                     await asyncio.sleep(min(backoff, 0.1))  # everything is delayed or truncating
             except (OSError, TimeoutError, KafkaError) as e:
+                self._session.handle_error()
                 log.info("%s: fetch from broker %d failed (%s); retrying", self.name, self.leader_id, e)
                 await asyncio.sleep(backoff)
 
@@ -203,41 +305,80 @@ class ReplicaFetcher:
 
     async def _fetch(self) -> bool:
         states = self._ready(truncating=False)
-        if not states:
-            return False
         settings = self.settings
+        wanted: dict[TopicPartition, _PartitionData] = {
+            s.partition.key: (
+                s.partition.topic_id,
+                s.log.log_end_offset,
+                s.log.log_start_offset,
+                settings.partition_max_bytes,
+                s.leader_epoch,
+            )
+            for s in states
+        }
+        if not wanted:
+            return False  # the leader's session, if any, idles until the next fetch or its eviction
+        session = self._session
+        uses_topic_ids = all(data[0].int for data in wanted.values())
+        version = _FETCH_VERSION if uses_topic_ids else _FETCH_VERSION_BY_NAME
+        to_send, to_forget = session.build(wanted, uses_topic_ids)
+        names = {data[0]: key[0] for key, data in session.partitions.items() if data[0].int}
+        names.update({topic_id: key[0] for key, topic_id in to_forget if topic_id.int})
         request = FetchRequest(
             replica_id=settings.broker_id,
+            replica_state=FetchRequest.ReplicaState(replica_id=settings.broker_id, replica_epoch=-1),
             max_wait_ms=settings.max_wait_ms,
             min_bytes=settings.min_bytes,
             max_bytes=settings.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,  # no incremental fetch session
+            session_id=session.session_id,
+            session_epoch=session.epoch,
             topics=[
                 FetchRequest.FetchTopic(
                     topic=topic,
+                    topic_id=group[0][1][0],
                     partitions=[
                         FetchRequest.FetchPartition(
-                            partition=s.partition.partition,
-                            current_leader_epoch=s.leader_epoch,
-                            fetch_offset=s.log.log_end_offset,
-                            log_start_offset=s.log.log_start_offset,
-                            partition_max_bytes=settings.partition_max_bytes,
+                            partition=key[1],
+                            current_leader_epoch=data[4],
+                            fetch_offset=data[1],
+                            log_start_offset=data[2],
+                            partition_max_bytes=data[3],
                         )
-                        for s in group
+                        for key, data in group
                     ],
                 )
-                for topic, group in _by_topic(states).items()
+                for topic, group in _by_topic(to_send).items()
+            ],
+            forgotten_topics_data=[
+                FetchRequest.ForgottenTopic(topic=topic, topic_id=topic_id, partitions=partitions)
+                for (topic, topic_id), partitions in _forgotten(to_forget).items()
             ],
         )
-        response = await self._client.send(api(ApiKey.FETCH), _FETCH_VERSION, request)
-        if response.error_code != ErrorCode.NONE:
-            raise ConnectionError(f"fetch refused: {ErrorCode(response.error_code).name}")
+        try:
+            response = await self._client.send(api(ApiKey.FETCH), version, request)
+        except BaseException:
+            session.handle_error()
+            raise
+        previous_session = session.session_id if session.epoch != _INITIAL_EPOCH else 0
+        if not session.handle_response(response.error_code, response.session_id):
+            return False
+        if session.session_id not in (0, previous_session):
+            log.info(
+                "%s: fetch session %d with broker %d, %d partitions, Fetch v%d",
+                self.name,
+                session.session_id,
+                self.leader_id,
+                len(session.partitions),
+                version,
+            )
         for topic in response.responses:
+            name = names.get(topic.topic_id) if version >= 13 else topic.topic
+            if name is None:
+                continue
             for p in topic.partitions:
-                state = self._partitions.get((topic.topic, p.partition_index))
-                if state is not None and not state.truncating:
+                state = self._partitions.get((name, p.partition_index))
+                if state is not None and not state.truncating and state.partition.key in wanted:
                     await self._process(state, p)
         return True
 
@@ -263,14 +404,22 @@ class ReplicaFetcher:
         try:
             if p.records is not None and len(p.records):
                 lg.append_as_follower(p.records)
+            high_watermark = lg.high_watermark
             lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset))
             start = min(p.log_start_offset, lg.high_watermark)
             if start > lg.log_start_offset:
                 lg.delete_records_before(start)
+            if lg.high_watermark != high_watermark and self.settings.on_high_watermark is not None:
+                self.settings.on_high_watermark(partition.key)
         except StorageError as e:
             error = storage_error(e)
             log.error("%s: cannot append to %s-%d: %s", self.name, *partition.key, error.message)
             self._delay(state, "append failed")
+        except OSError as e:
+            self._delay(state, "I/O error")
+            if self.settings.on_io_error is None:
+                raise
+            self.settings.on_io_error(partition.key, e)
 
     async def _handle_out_of_range(self, state: _PartitionState) -> None:
         """The follower's log end is outside the leader's log (Kafka's handleOffsetOutOfRange)."""
