@@ -32,6 +32,19 @@ def ignore_partial_racks(brokers: Sequence[BrokerMetadata]) -> list[BrokerMetada
     return [BrokerMetadata(b.id) for b in brokers]
 
 
+def check_racks_enforced(brokers: Sequence[BrokerMetadata]) -> None:
+    """Kafka's RackAwareMode.Enforced (AdminZkClient.getBrokerMetadatas, which CreatePartitions uses,
+    a manual assignment included): some brokers with a rack and some without is refused."""
+    with_rack = sum(1 for b in brokers if b.rack is not None)
+    if 0 < with_rack < len(brokers):
+        # Kafka's AdminOperationException, which reaches the client as UNKNOWN_SERVER_ERROR.
+        raise KafkaError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "Not all brokers have rack information. Add --disable-rack-aware in command line to make "
+            "replica assignment without rack information.",
+        )
+
+
 def assign_replicas(
     brokers: Sequence[BrokerMetadata],
     num_partitions: int,
@@ -186,6 +199,7 @@ def new_partitions_assignment(
     """CreatePartitions: the replicas of partitions ``len(existing)`` .. ``new_count - 1``, either
     ``manual`` (checked as Kafka checks it) or continuing the pattern of partition 0: the walk starts at
     partition 0's first replica and keeps its replication factor."""
+    check_racks_enforced(brokers)  # before anything else, as Kafka reads the brokers first
     old_count = len(existing)
     if new_count < old_count:
         raise KafkaError(
