@@ -4,14 +4,22 @@ Checks each partition's records (``LogValidator``; compressed batches on an exec
 through the ReplicaManager, and answers at once (acks=1), after the followers (acks=all, parked), or
 not at all (acks=0). Transactional batches are verified with their coordinator first (KIP-890), and a
 connection's later Produces append after such a Produce.
+
+Where the topic's config asks more of the records than their batches (``LogValidator.record_checks``:
+a compression.type other than producer, compaction, timestamp bounds), the records are checked one by
+one and refused with the index of each record at fault (KIP-467 ``record_errors``, Produce v8+), and
+batches are recompressed to the topic's codec (KIP-390 levels) before the append, off the event loop
+when it decompresses or compresses. From Produce v10 a NOT_LEADER_OR_FOLLOWER partition carries the
+leader this broker knows of and the response that leader's endpoint on the request's listener (KIP-951).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.metadata_cache import MetadataCache
 from broker.refusals import log_partition_refusals
@@ -24,8 +32,9 @@ from protocol.errors import ErrorCode
 from protocol.messages import Message, ProduceRequest, ProduceResponse
 from protocol.record_batch import ATTR_TRANSACTIONAL
 from server_common.futures import after, completed, compose
+from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.log_validator import LogValidator
+from storage.log_validator import LogValidator, RecordChecks
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +42,46 @@ log = logging.getLogger(__name__)
 _ATTRIBUTES_LOW_BYTE = 22
 # Produce from this version on: producers understand TRANSACTION_ABORTABLE (Kafka's genericError).
 _GENERIC_TXN_ERRORS_VERSION = 11
+# Produce from this version on: NOT_LEADER_OR_FOLLOWER comes with the current leader (KIP-951).
+_CURRENT_LEADER_VERSION = 10
+
+TopicPartition = tuple[str, int]
 
 
-def _validate_compressed(
-    entries: list[tuple[str, int, Any]],
-) -> dict[tuple[str, int], tuple[int, str | None]]:
-    """The partitions whose compressed batches the log validator refuses, with the error for each."""
-    refused: dict[tuple[str, int], tuple[int, str | None]] = {}
-    for topic, partition, records in entries:
+class Refusal(NamedTuple):
+    """A partition's records refused before the append: the error, its message and, when particular
+    records are at fault, their (index in the batch, message) (KIP-467)."""
+
+    code: int
+    message: str | None
+    record_errors: tuple[tuple[int, str | None], ...] = ()
+
+
+def _refusal(e: StorageError) -> Refusal:
+    return Refusal(e.error_code, str(e), e.record_errors)
+
+
+def _validate_off_loop(
+    compressed: list[tuple[str, int, Any]], checked: list[tuple[str, int, Any, RecordChecks]]
+) -> tuple[dict[TopicPartition, Refusal], dict[TopicPartition, bytearray]]:
+    """On a worker thread: the partitions whose records the log validator refuses, and the records
+    rebuilt for their topic's compression.type."""
+    refused: dict[TopicPartition, Refusal] = {}
+    rebuilt: dict[TopicPartition, bytearray] = {}
+    for topic, partition, records in compressed:
         try:
             LogValidator.validate_compressed(records, f"{topic}-{partition}")
         except StorageError as e:
-            refused[(topic, partition)] = (e.error_code, str(e))
-    return refused
+            refused[(topic, partition)] = _refusal(e)
+    for topic, partition, records, checks in checked:
+        try:
+            converted = LogValidator.validate_records(records, f"{topic}-{partition}", checks)
+        except StorageError as e:
+            refused[(topic, partition)] = _refusal(e)
+            continue
+        if converted is not None:
+            rebuilt[(topic, partition)] = converted
+    return refused, rebuilt
 
 
 class ProduceApis:
@@ -65,24 +101,31 @@ class ProduceApis:
         body: ProduceRequest = request.body
         version = request.version
         acks = body.acks
-        errors: dict[tuple[str, int], tuple[int, str | None]] = {}
+        errors: dict[TopicPartition, Refusal] = {}
         entries = []
         compressed = []
+        checked: list[tuple[str, int, Any, RecordChecks]] = []
         transactional = None
+        get_partition = self.replica_manager.get_partition
         for topic in body.topic_data:
             for p in topic.partition_data:
                 tp = (topic.name, p.index)
                 records = p.records
                 if acks not in (-1, 0, 1):
-                    errors[tp] = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
+                    errors[tp] = Refusal(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
                     continue
+                checks = None
                 try:
-                    has_compressed = LogValidator.validate_produce(topic.name, records, version)
+                    has_compressed = LogValidator.validate_produce(topic.name, records, version, True)
+                    # What the topic asks of the records beyond their batches: nothing by default. A
+                    # partition led elsewhere is left to the append, which answers the error.
+                    partition = get_partition(*tp)
+                    if partition is not None:
+                        log_ = partition.log
+                        if log_ is not None and log_.config.checks_records and partition.is_leader:
+                            checks = self._check_records(tp, records, log_.config, has_compressed)
                 except StorageError as e:
-                    errors[tp] = (e.error_code, str(e))
-                    continue
-                if records is None or len(records) == 0:
-                    errors[tp] = (ErrorCode.NONE, None)
+                    errors[tp] = self._unknown(tp) or _refusal(e)
                     continue
                 entries.append((topic.name, p.index, records))
                 # Transactional batches need their transactional id and may need verification (KIP-890);
@@ -91,15 +134,27 @@ class ProduceApis:
                     if transactional is None:
                         transactional = []
                     transactional.append((topic.name, p.index, records))
-                if has_compressed:
+                if checks is not None:
+                    checked.append((topic.name, p.index, records, checks))
+                elif has_compressed:
                     compressed.append((topic.name, p.index, records))
-        if compressed:
-            # Decompressing is CPU work the event loop must not wait for (the GIL is released in it).
-            refused = await asyncio.get_running_loop().run_in_executor(None, _validate_compressed, compressed)
+        if compressed or checked:
+            # Decompressing and compressing are CPU work the event loop must not wait for (cramjam
+            # releases the GIL).
+            refused, rebuilt = await asyncio.get_running_loop().run_in_executor(
+                None, _validate_off_loop, compressed, checked
+            )
             if refused:
                 errors.update(refused)
                 entries = [e for e in entries if (e[0], e[1]) not in refused]
+            if rebuilt:
+                # The appended records are the rebuilt batches, not the request's.
+                entries = [
+                    (t, i, memoryview(rebuilt[(t, i)])) if (t, i) in rebuilt else (t, i, r)
+                    for t, i, r in entries
+                ]
             compressed.clear()
+            checked.clear()
         if transactional is not None or (
             self._deferred_appends and request.connection in self._deferred_appends
         ):
@@ -111,17 +166,38 @@ class ProduceApis:
         if acks == -1:
             return park(
                 self.replica_manager.wait_for_acks(results, body.timeout_ms),
-                partial(self._produce_response, body, errors),
+                partial(self._produce_response, request, body, errors),
             )
         if acks == 0:
             return None
-        return self._produce_response(body, errors, results)
+        return self._produce_response(request, body, errors, results)
+
+    def _unknown(self, tp: TopicPartition) -> Refusal | None:
+        """UNKNOWN_TOPIC_OR_PARTITION for a partition neither this broker nor its metadata knows: Kafka
+        answers it before looking at the records (asked only once the records are refused, so that
+        the produce path pays nothing for it)."""
+        if self.replica_manager.get_partition(*tp) is None and self.metadata_cache.partition(*tp) is None:
+            return Refusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} does not exist")
+        return None
+
+    @staticmethod
+    def _check_records(
+        tp: TopicPartition, records: Any, config: LogConfig, has_compressed: bool
+    ) -> RecordChecks | None:
+        """For a topic that asks more of the records than their batches: the checks to run off the
+        event loop (None when done here: uncompressed records that stay so need only their keys and
+        timestamps read). Raises the refusal."""
+        checks = LogValidator.record_checks(config, int(time.time() * 1000))
+        if checks is not None and not has_compressed and not checks.codec:
+            LogValidator.validate_records(records, f"{tp[0]}-{tp[1]}", checks)
+            return None
+        return checks
 
     def _produce_in_order(
         self,
         request: Request,
         body: ProduceRequest,
-        errors: dict[tuple[str, int], tuple[int, str | None]],
+        errors: dict[TopicPartition, Refusal],
         entries: list[tuple[str, int, Any]],
         transactional: list[tuple[str, int, Any]],
     ) -> Message | Parked | None:
@@ -131,11 +207,11 @@ class ProduceApis:
         (INVALID_PRODUCER_ID_MAPPING); partitions where the producer has no ongoing transaction are
         verified with the transaction coordinator before anything is appended."""
         acks = body.acks
-        refusal: tuple[int, str | None] | None = None
+        refusal: Refusal | None = None
         producers: set[tuple[int, int]] = set()
         sequences: dict[tuple[str, int], int] = {}
         if transactional and body.transactional_id is None:
-            refusal = (
+            refusal = Refusal(
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "transactional records need the Produce's transactional id",
             )
@@ -153,19 +229,21 @@ class ProduceApis:
                 if found:
                     sequences[(topic, index)] = headers[0][1].base_sequence
             if len(producers) > 1:
-                refusal = (
+                refusal = Refusal(
                     ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                     "Transactional records contained more than one producer ID",
                 )
         if refusal is not None:
-            refused: dict[tuple[str, int], tuple[int, str | None]] = {
+            refused: dict[TopicPartition, Refusal] = {
                 (t.name, p.index): refusal for t in body.topic_data for p in t.partition_data
             }
-            log_partition_refusals(request, [(f"{t}-{p}", c, m) for (t, p), (c, m) in refused.items()])
+            log_partition_refusals(
+                request, [(f"{t}-{p}", r.code, r.message) for (t, p), r in refused.items()]
+            )
             if acks == 0:
                 request.connection.close()
                 return None
-            return self._produce_response(body, refused, {})
+            return self._produce_response(request, body, refused, {})
         manager = self.replica_manager
         verify = bool(sequences) and manager.add_partitions_to_txn is not None
         producer_id, producer_epoch = next(iter(producers)) if producers else (-1, -1)
@@ -202,13 +280,13 @@ class ProduceApis:
         answered = compose(appended, appended_now)
         if acks == 0:
             return None
-        return park(answered, partial(self._produce_response, body, errors))
+        return park(answered, partial(self._produce_response, request, body, errors))
 
     @staticmethod
     def _appended(
         request: Request,
         body: ProduceRequest,
-        errors: dict[tuple[str, int], tuple[int, str | None]],
+        errors: dict[TopicPartition, Refusal],
         results: ProduceResults,
     ) -> None:
         """A Produce's records are in the logs: its views of the receive buffer are dropped (the
@@ -219,41 +297,53 @@ class ProduceApis:
                 p.records = None
         log_partition_refusals(
             request,
-            [(f"{t}-{p}", code, message) for (t, p), (code, message) in errors.items()]
+            [(f"{t}-{p}", r.code, r.message) for (t, p), r in errors.items()]
             + [(f"{t}-{p}", r.error, r.message) for (t, p), r in results.items()],
         )
         if body.acks == 0:
             failed = [tp for tp, r in results.items() if r.error != ErrorCode.NONE] + [
-                tp for tp, (code, _) in errors.items() if code != ErrorCode.NONE
+                tp for tp, refusal in errors.items() if refusal.code != ErrorCode.NONE
             ]
             if failed:
                 # acks=0 producers read no response; closing the connection is how they learn (Kafka).
                 log.info("closing connection from %s: acks=0 produce to %s failed", request.peer, failed)
                 request.connection.close()
 
-    @staticmethod
     def _produce_response(
-        body: ProduceRequest, errors: dict[tuple[str, int], tuple[int, str | None]], results: ProduceResults
+        self,
+        request: Request,
+        body: ProduceRequest,
+        errors: dict[TopicPartition, Refusal],
+        results: ProduceResults,
     ) -> ProduceResponse:
+        current_leader = request.version >= _CURRENT_LEADER_VERSION
+        endpoints: dict[int, ProduceResponse.NodeEndpoint] = {}
         responses = []
         for topic in body.topic_data:
             partitions = []
             for p in topic.partition_data:
                 tp = (topic.name, p.index)
-                if tp in errors:
-                    code, message = errors[tp]
-                    partitions.append(
-                        ProduceResponse.PartitionProduceResponse(
-                            index=p.index,
-                            error_code=code,
-                            base_offset=-1 if code else 0,  # Kafka's INVALID_OFFSET for a refusal
-                            error_message=message,
-                        )
+                refusal = errors.get(tp)
+                if refusal is not None:
+                    code = refusal.code
+                    response = ProduceResponse.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=code,
+                        base_offset=-1 if code else 0,  # Kafka's INVALID_OFFSET for a refusal
+                        error_message=refusal.message,
                     )
-                    continue
-                r = results[tp]
-                partitions.append(
-                    ProduceResponse.PartitionProduceResponse(
+                    if refusal.record_errors:
+                        response.record_errors = [
+                            ProduceResponse.BatchIndexAndErrorMessage(
+                                batch_index=index, batch_index_error_message=message
+                            )
+                            for index, message in refusal.record_errors
+                        ]
+                        # As Kafka's RecordValidationException answer: the log start offset too.
+                        response.log_start_offset = self._log_start_offset(*tp)
+                else:
+                    r = results[tp]
+                    response = ProduceResponse.PartitionProduceResponse(
                         index=p.index,
                         error_code=r.error,
                         base_offset=r.base_offset,
@@ -261,8 +351,37 @@ class ProduceApis:
                         log_start_offset=r.log_start_offset,
                         error_message=r.message if r.error else None,
                     )
-                )
+                if current_leader and response.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    response.current_leader = self._current_leader(*tp, request.listener, endpoints)
+                partitions.append(response)
             responses.append(
                 ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions)
             )
-        return ProduceResponse(responses=responses, throttle_time_ms=0)
+        answer = ProduceResponse(responses=responses, throttle_time_ms=0)
+        if endpoints:
+            answer.node_endpoints = list(endpoints.values())
+        return answer
+
+    def _log_start_offset(self, topic: str, index: int) -> int:
+        partition = self.replica_manager.get_partition(topic, index)
+        return partition.log.log_start_offset if partition is not None and partition.log is not None else -1
+
+    def _current_leader(
+        self, topic: str, index: int, listener: str, endpoints: dict[int, ProduceResponse.NodeEndpoint]
+    ) -> ProduceResponse.LeaderIdAndEpoch:
+        """KIP-951, as Kafka's KafkaApis.getCurrentLeader: the leader and epoch this broker's replica of
+        the partition knows, else the metadata cache's; the leader's endpoint on ``listener`` is added
+        to ``endpoints`` when it is alive and has that listener."""
+        partition = self.replica_manager.get_partition(topic, index)
+        if partition is not None:
+            leader, epoch = partition.leader_id, partition.leader_epoch
+        else:
+            metadata = self.metadata_cache.partition(topic, index)
+            leader, epoch = (metadata.leader, metadata.leader_epoch) if metadata is not None else (-1, -1)
+        if leader >= 0 and leader not in endpoints:
+            for broker, endpoint in self.metadata_cache.alive_endpoints(listener):
+                if broker.id == leader:
+                    endpoints[leader] = ProduceResponse.NodeEndpoint(
+                        node_id=leader, host=endpoint.host, port=endpoint.port, rack=broker.rack or None
+                    )
+        return ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)

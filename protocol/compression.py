@@ -46,10 +46,12 @@ def compress(codec: int, data: BytesLike, level: int | None = None) -> bytes:
     """Compress `data` as a Kafka producer using `codec` would.
 
     `level` (KIP-390's compression.<codec>.level) applies to gzip, lz4 and zstd; None takes cramjam's
-    default: gzip 6 and zstd 3 as Kafka, but lz4 4 where Kafka defaults to 9.
+    default: gzip 6 and zstd 3 as Kafka, but lz4 4 where Kafka defaults to 9. gzip's -1 is zlib's
+    default (6), as Kafka's compression.gzip.level=-1; lz4 levels above 12 compress as 12 (Kafka's
+    lz4-java goes to 17); zstd takes -131072 to 22.
     """
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data, level=level))
+        return bytes(cramjam.gzip.compress(data, level=None if level is not None and level < 0 else level))
     if codec == SNAPPY:
         return _xerial_encode(data)
     if codec == LZ4:

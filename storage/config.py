@@ -8,6 +8,7 @@ The definitions use the ConfigDef machinery of ``server_common.config``; a bad t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,11 +31,27 @@ DELETE = "delete"
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+PRODUCER = "producer"
+# KIP-390: the levels a broker compresses with (Kafka's CompressionType min/max/default levels). gzip's
+# -1 is zlib's default (6).
+GZIP_LEVELS = (1, 9)
+GZIP_DEFAULT_LEVEL = -1
+LZ4_LEVELS = (1, 17)
+LZ4_DEFAULT_LEVEL = 9
+ZSTD_LEVELS = (-131072, 22)
+ZSTD_DEFAULT_LEVEL = 3
 
 
 def _cleanup_policy(value: list[str]) -> None:
-    if not value or any(p.lower() not in (COMPACT, DELETE) for p in value):
+    # Kafka 3.9 accepts an empty list: the log is neither compacted nor deleted by retention.
+    if any(p.lower() not in (COMPACT, DELETE) for p in value):
         raise ValueError("must be a list of 'compact' and/or 'delete'")
+
+
+def _gzip_level(value: int) -> None:
+    low, high = GZIP_LEVELS
+    if value != GZIP_DEFAULT_LEVEL and not low <= value <= high:
+        raise ValueError(f"must be {GZIP_DEFAULT_LEVEL} or between {low} and {high}")
 
 
 # Kafka's topic configs: type, validator, documentation; their defaults are LogConfig's fields (the
@@ -142,7 +159,20 @@ TOPIC_CONFIG = (
         "message.timestamp.difference.max.ms",
         ConfigType.LONG,
         validator=at_least(0),
-        doc="How far a CreateTime timestamp may be from the broker's clock before the batch is rejected.",
+        doc="Deprecated (KIP-937): how far a CreateTime timestamp may be from the broker's clock; used for "
+        "message.timestamp.before.max.ms and message.timestamp.after.max.ms while they are left unset.",
+    )
+    .define(
+        "message.timestamp.before.max.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="How far before the broker's clock a CreateTime timestamp may be before its batch is refused.",
+    )
+    .define(
+        "message.timestamp.after.max.ms",
+        ConfigType.LONG,
+        validator=at_least(0),
+        doc="How far after the broker's clock a CreateTime timestamp may be before its batch is refused.",
     )
     .define(
         "max.message.bytes",
@@ -166,6 +196,24 @@ TOPIC_CONFIG = (
         ConfigType.STRING,
         validator=one_of(*COMPRESSION_TYPES),
         doc="The codec batches are stored with; producer keeps the producer's.",
+    )
+    .define(
+        "compression.gzip.level",
+        ConfigType.INT,
+        validator=_gzip_level,
+        doc="The level batches are recompressed to gzip with (compression.type gzip); -1: zlib's default.",
+    )
+    .define(
+        "compression.lz4.level",
+        ConfigType.INT,
+        validator=between(*LZ4_LEVELS),
+        doc="The level batches are recompressed to lz4 with (compression.type lz4).",
+    )
+    .define(
+        "compression.zstd.level",
+        ConfigType.INT,
+        validator=between(*ZSTD_LEVELS),
+        doc="The level batches are recompressed to zstd with (compression.type zstd).",
     )
     .define("preallocate", ConfigType.BOOLEAN, doc="Whether segment files are preallocated on creation.")
     .define(
@@ -210,10 +258,15 @@ BROKER_SYNONYMS: dict[str, str] = {
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "log.message.timestamp.type": "message.timestamp.type",
     "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
     "message.max.bytes": "max.message.bytes",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
     "log.preallocate": "preallocate",
     "log.message.downconversion.enable": "message.downconversion.enable",
     "log.message.format.version": "message.format.version",
@@ -275,10 +328,15 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3_600_000
     message_timestamp_type: str = CREATE_TIME
     message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     max_message_bytes: int = 1024 * 1024 + 12
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
-    compression_type: str = "producer"
+    compression_type: str = PRODUCER
+    compression_gzip_level: int = GZIP_DEFAULT_LEVEL
+    compression_lz4_level: int = LZ4_DEFAULT_LEVEL
+    compression_zstd_level: int = ZSTD_DEFAULT_LEVEL
     preallocate: bool = False
     message_downconversion_enable: bool = True
     message_format_version: str = "3.0-IV1"
@@ -345,6 +403,46 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far before now a CreateTime timestamp may be (KIP-937). As Kafka, while
+        message.timestamp.before.max.ms keeps its default (Long.MAX_VALUE) the deprecated
+        message.timestamp.difference.max.ms stands for it."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far after now a CreateTime timestamp may be (KIP-937), with the same fallback."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @functools.cached_property
+    def timestamps_bounded(self) -> bool:
+        """Whether CreateTime timestamps are held to bounds (KIP-937). Cached: every append asks."""
+        bounded = self.timestamp_before_max_ms < LONG_MAX or self.timestamp_after_max_ms < LONG_MAX
+        return bounded and not self.log_append_time
+
+    @functools.cached_property
+    def checks_records(self) -> bool:
+        """Whether a producer's records need more than their batches checked before an append to a log
+        with this config: a compression.type other than producer, compaction (keys), or bounded
+        CreateTime timestamps. Cached: the produce path asks it for every partition."""
+        return self.compression_type != PRODUCER or self.compact or self.timestamps_bounded
+
+    @property
+    def compression_level(self) -> int | None:
+        """The KIP-390 level for the topic's compression.type, None where the codec has none (snappy,
+        uncompressed, producer) or for gzip's -1 (zlib's default)."""
+        codec = self.compression_type
+        if codec == "gzip":
+            return None if self.compression_gzip_level == GZIP_DEFAULT_LEVEL else self.compression_gzip_level
+        if codec == "lz4":
+            return self.compression_lz4_level
+        if codec == "zstd":
+            return self.compression_zstd_level
+        return None
 
     def random_segment_jitter(self) -> int:
         """Per-segment roll jitter, as Kafka draws it: uniform below min(segment.jitter.ms, segment.ms)."""

@@ -7,6 +7,9 @@ class StorageError(Exception):
     """Base of every storage exception; `error_code` is the Kafka error the broker answers with."""
 
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+    # KIP-467: (index in its batch, message) of each record that got the batch refused; empty when the
+    # refusal is not about particular records. Set on the instance by the log validator.
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 class CorruptRecordError(StorageError):
