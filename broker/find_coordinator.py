@@ -32,7 +32,7 @@ Handler = Callable[[Request], Awaitable[Message | Parked | None]]
 # (name, partitions, replication factor, topic configs): TopicAdmin.create_internal_topic.
 CreateTopic = Callable[[str, int, int, dict[str, str]], Awaitable[None]]
 
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,16 @@ class FindCoordinator:
             create(), name=f"create-{topic.name}"
         )
 
-    def coordinator(self, key: str, key_type: int, listener: str) -> tuple[int, int, str, int]:
-        """(error, node id, host, port) of the coordinator of ``key`` for clients of ``listener``."""
+    def coordinator(
+        self, key: str, key_type: int, listener: str, version: int = 6
+    ) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of the coordinator of ``key`` for clients of ``listener``
+        (Kafka's getCoordinator). A share group's key (type 2, KIP-932) is INVALID_REQUEST before v6 and
+        COORDINATOR_NOT_AVAILABLE from v6: Kafka 3.9 has no share coordinator either."""
         no_node = (-1, "", -1)
+        if key_type == SHARE_KEY_TYPE:
+            error = ErrorCode.INVALID_REQUEST if version < 6 else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return (error, *no_node)
         topic = self.topics.get(key_type)
         if topic is None:
             return (ErrorCode.INVALID_REQUEST, *no_node)
@@ -138,29 +145,38 @@ class FindCoordinator:
         return ErrorCode.NONE, found.leader, endpoint.host, endpoint.port
 
     async def handle_find_coordinator(self, request: Request) -> Message:
+        """Kafka 3.9's handleFindCoordinatorRequest. Before v4 one key, its error message Kafka's
+        ``Errors.message()`` (``"NONE"`` on success); from v4 a batch of keys, each without a message
+        unless the whole request failed (an unknown key type: INVALID_REQUEST for every key, as
+        Kafka's ``getErrorResponse``)."""
         body: FindCoordinatorRequest = request.body
+        version = request.version
         key_type = body.key_type  # v0 has none: it decodes as 0, a group
-        if request.version < 4:
-            error, node, host, port = self.coordinator(body.key, key_type, request.listener)
+        known_type = key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE)
+        if version < 4:
+            if known_type:
+                error, node, host, port = self.coordinator(body.key, key_type, request.listener, version)
+            else:
+                error, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
             return FindCoordinatorResponse(
                 throttle_time_ms=0,
                 error_code=error,
-                error_message=description(error) if error else None,
+                error_message=description(error) if error else "NONE",
                 node_id=node,
                 host=host,
                 port=port,
             )
         coordinators = []
         for key in body.coordinator_keys:
-            error, node, host, port = self.coordinator(key, key_type, request.listener)
+            if known_type:
+                error, node, host, port = self.coordinator(key, key_type, request.listener, version)
+                message = None
+            else:
+                error, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
+                message = description(error)
             coordinators.append(
                 FindCoordinatorResponse.Coordinator(
-                    key=key,
-                    node_id=node,
-                    host=host,
-                    port=port,
-                    error_code=error,
-                    error_message=description(error) if error else None,
+                    key=key, node_id=node, host=host, port=port, error_code=error, error_message=message
                 )
             )
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)

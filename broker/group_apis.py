@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Protocol, TypeVar
 
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
 from broker.config import KafkaConfig
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ProduceResults, ReplicaManager
@@ -71,6 +73,7 @@ from protocol.messages import (
 from protocol.topic import GROUP_METADATA_TOPIC
 from server_common.futures import completed, then
 from storage.producer_state import AppendOrigin
+from zk.client import ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,13 @@ CLASSIC_GROUP_TYPE = "classic"
 NO_OFFSET = -1
 # OffsetFetch's stand-in for the offset of a partition whose commit is pending (require_stable).
 _UNSTABLE = OffsetAndMetadata(NO_OFFSET)
+_CommitPartition = OffsetCommitRequest.OffsetCommitRequestPartition
+
+
+def zk_consumer_offset_path(group_id: str, topic: str, partition: int) -> str:
+    """Where OffsetCommit v0 keeps a group's offset and OffsetFetch v0 reads it, as Kafka 3.9 in
+    ZooKeeper mode does (ZkData's ConsumerOffset): the offset in decimal, no metadata."""
+    return f"/consumers/{group_id}/offsets/{topic}/{partition}"
 
 
 class _RequestPartition(Protocol):
@@ -202,10 +212,14 @@ class GroupApis:
         config: KafkaConfig,
         metadata_cache: MetadataCache,
         replica_manager: ReplicaManager,
+        zk: ZkClient | None = None,
     ) -> None:
+        """``zk``: where OffsetCommit v0 and OffsetFetch v0 keep offsets (None: those versions answer
+        UNSUPPORTED_VERSION, as Kafka without ZooKeeper)."""
         self.config = config
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
+        self.zk = zk
         manager = GroupMetadataManager(
             config.broker_id,
             offset_config(config),
@@ -214,6 +228,7 @@ class GroupApis:
         )
         self.coordinator = GroupCoordinator(config.broker_id, group_config(config), manager)
         replica_manager.role_listeners.append(self.on_role_change)
+        metadata_cache.partitions_deleted_listeners.append(self.coordinator.on_partitions_deleted)
 
     def handlers(self) -> dict[int, Handler]:
         """api key -> handler, merged into KafkaApis."""
@@ -379,6 +394,9 @@ class GroupApis:
         return known, unknown
 
     async def handle_offset_commit(self, request: Request) -> Message | Parked | None:
+        """Kafka 3.9's handleOffsetCommitRequest: v0 to ZooKeeper, v1+ to the group coordinator. v9
+        (KIP-848) carries the member epoch in ``generation_id_or_member_epoch``: for the classic groups
+        Samsa (like Kafka 3.9 in ZooKeeper mode) has, it is the generation, as before."""
         body: OffsetCommitRequest = request.body
         version = request.version
         now = _now_ms()
@@ -388,9 +406,10 @@ class GroupApis:
         offsets = {
             tp: OffsetAndMetadata(
                 offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                 metadata=p.committed_metadata or "",
-                commit_timestamp=now,  # the request's own timestamp was OffsetCommit v1's
+                # v1 carries the commit's own timestamp (-1: the broker's time).
+                commit_timestamp=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now,
                 expire_timestamp=now + retention if retention != -1 else -1,
             )
             for tp, p in known
@@ -417,6 +436,8 @@ class GroupApis:
 
         if not offsets:
             return response({})
+        if version == 0:
+            return response(await self._commit_offsets_to_zk(body.group_id, known))
         committed = self.coordinator.handle_commit_offsets(
             body.group_id,
             body.member_id,
@@ -425,6 +446,39 @@ class GroupApis:
             offsets,
         )
         return park(committed, response)
+
+    async def _commit_offsets_to_zk(
+        self,
+        group_id: str,
+        known: list[tuple[tuple[str, int], OffsetCommitRequest.OffsetCommitRequestPartition]],
+    ) -> dict[tuple[str, int], int]:
+        """OffsetCommit v0 (Kafka's commitOffsetsToZookeeper): each offset set (or created) at
+        ``/consumers/<group>/offsets/<topic>/<partition>``; no group membership is checked. Metadata
+        longer than offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE (and not stored)."""
+        zk = self.zk
+        if zk is None:
+            return dict.fromkeys((tp for tp, _ in known), ErrorCode.UNSUPPORTED_VERSION)
+        max_metadata = self.coordinator.manager.config.max_metadata_size
+        errors: dict[tuple[str, int], int] = {}
+        for tp, p in known:
+            if p.committed_metadata is not None and len(p.committed_metadata) > max_metadata:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            path = zk_consumer_offset_path(group_id, *tp)
+            data = str(p.committed_offset).encode()
+            try:
+                try:
+                    await zk.set(path, data)
+                except NoNodeError:
+                    await zk.create(path, data, makepath=True)
+                errors[tp] = ErrorCode.NONE
+            except NodeExistsError:  # created meanwhile by another commit: set it
+                await zk.set(path, data)
+                errors[tp] = ErrorCode.NONE
+            except Exception:
+                log.exception("OffsetCommit v0 of %s to ZooKeeper failed for %s-%d", group_id, *tp)
+                errors[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
+        return errors
 
     async def handle_txn_offset_commit(self, request: Request) -> Message | Parked | None:
         """TxnOffsetCommit v0-4: a transactional producer's offsets for a group, pending in the group
@@ -546,9 +600,42 @@ class GroupApis:
                 offsets[tp] = _UNSTABLE
         return error, offsets
 
+    async def _fetch_offsets_from_zk(self, body: OffsetFetchRequest) -> OffsetFetchResponse:
+        """OffsetFetch v0 (Kafka's handleOffsetFetchRequestFromZookeeper): the offsets OffsetCommit v0
+        stored in ZooKeeper; an unknown partition, or one with no offset there, is
+        UNKNOWN_TOPIC_OR_PARTITION with offset -1 (Kafka's UNKNOWN_PARTITION)."""
+        zk = self.zk
+        topics = []
+        for t in body.topics or []:
+            partitions = []
+            for index in t.partition_indexes:
+                offset, error = NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if zk is None:
+                    error = ErrorCode.UNSUPPORTED_VERSION
+                elif self.metadata_cache.partition(t.name, index) is not None:
+                    try:
+                        found = await zk.get(zk_consumer_offset_path(body.group_id, t.name, index))
+                        if found is not None:
+                            offset, error = int(found[0].decode()), ErrorCode.NONE
+                    except Exception:
+                        log.exception("OffsetFetch v0 of %s from ZooKeeper failed", body.group_id)
+                        offset, error = NO_OFFSET, ErrorCode.UNKNOWN_SERVER_ERROR
+                partitions.append(
+                    OffsetFetchResponse.OffsetFetchResponsePartition(
+                        partition_index=index, committed_offset=offset, metadata="", error_code=error
+                    )
+                )
+            topics.append(OffsetFetchResponse.OffsetFetchResponseTopic(name=t.name, partitions=partitions))
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=topics)
+
     async def handle_offset_fetch(self, request: Request) -> Message:
+        """Kafka 3.9's handleOffsetFetchRequest: v0 from ZooKeeper, v1+ from the group coordinator. v9
+        (KIP-848) adds each group's member id and epoch, which a classic group does not check (Kafka
+        3.9's GroupCoordinatorAdapter ignores them)."""
         body: OffsetFetchRequest = request.body
         version = request.version
+        if version == 0:
+            return await self._fetch_offsets_from_zk(body)
         if version >= 8:
             groups = []
             for g in body.groups:

@@ -312,6 +312,23 @@ class LogSegment:
                     return TimestampOffset(record.timestamp, record.offset)
         return None
 
+    def find_max_timestamp_record(self) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (Kafka 3.8+, KAFKA-16310): (timestamp, offset, batch leader epoch)
+        of the first record holding this segment's largest timestamp. The segment tracks that timestamp
+        with its batch's last offset; the batch is found from there and its records searched (a
+        LogAppendTime batch's records all carry its max timestamp: its first record). None when empty."""
+        target = self.max_timestamp_so_far
+        position = self.offset_index.lookup(target.offset).position if target.timestamp >= 0 else 0
+        view = self.view()
+        for pos, header in self.batches(position):
+            if header.max_timestamp != target.timestamp:
+                continue
+            for record in record_batch.decode_records(view, pos):
+                if record.timestamp == header.max_timestamp:
+                    return header.max_timestamp, record.offset, header.partition_leader_epoch
+            return None
+        return None
+
     def read_next_offset(self) -> int:
         """The offset after the last batch (scans from the last index entry)."""
         next_offset = self.base_offset
