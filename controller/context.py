@@ -118,6 +118,9 @@ class ControllerContext:
     adding_replicas: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     removing_replicas: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
+    # JBOD: per broker, the partitions whose replica there is in a failed log dir (learnt from the
+    # KAFKA_STORAGE_ERROR of its LeaderAndIsr responses; controller.log_dir_events).
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # -- brokers --------------------------------------------------------------------------------
 
@@ -134,7 +137,13 @@ class ControllerContext:
         broker = self.live_brokers.get(broker_id)
         return broker.epoch if broker is not None else -1
 
-    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+    def is_replica_online(
+        self, broker_id: int, include_shutting_down: bool = False, partition: TopicPartition | None = None
+    ) -> bool:
+        """Kafka's isReplicaOnline: the broker is live (and, unless told, not shutting down) and, when
+        ``partition`` is given, its replica of it is not in a failed log dir."""
+        if partition is not None and partition in self.replicas_on_offline_dirs.get(broker_id, ()):
+            return False
         if include_shutting_down:
             return broker_id in self.live_brokers
         return broker_id in self.live_brokers and broker_id not in self.shutting_down_broker_ids
@@ -218,7 +227,8 @@ class ControllerContext:
         return [
             tp
             for tp, state in self.leadership.items()
-            if not self.is_replica_online(state.leader) and not self.is_topic_queued_for_deletion(tp.topic)
+            if not self.is_replica_online(state.leader, partition=tp)
+            and not self.is_topic_queued_for_deletion(tp.topic)
         ]
 
     def online_and_offline_replicas(self) -> tuple[list[PartitionReplica], list[PartitionReplica]]:
@@ -226,9 +236,7 @@ class ControllerContext:
         offline: list[PartitionReplica] = []
         for tp in self.all_partitions():
             for r in self.replicas(tp):
-                (online if self.is_replica_online(r, include_shutting_down=True) else offline).append(
-                    PartitionReplica(tp, r)
-                )
+                (online if self.is_replica_online(r, True, tp) else offline).append(PartitionReplica(tp, r))
         return online, offline
 
     # -- state machine states -------------------------------------------------------------------

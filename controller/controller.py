@@ -54,6 +54,15 @@ from controller.events import (
     TopicDeletion,
     ZkPartitionReassignment,
 )
+from controller.log_dir_events import (
+    LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
+    ResponseTap,
+    on_broker_log_dir_failure,
+    on_leader_and_isr_response,
+    partition_errors,
+    read_notifications,
+)
 from controller.partition_state_machine import PartitionStateMachine
 from controller.reassignment import ApiResult, PartitionReassignmentManager
 from controller.replica_election import ElectionResult, ElectionTrigger, ElectionType, ReplicaElectionManager
@@ -121,6 +130,8 @@ class KafkaController:
             ZkPartitionReassignment: self._active_only(self._on_reassignment_znode),
             ApiPartitionReassignment: self._on_api_partition_reassignment,
             ListPartitionReassignments: self._on_list_partition_reassignments,
+            LogDirEventNotification: self._active_only(self._on_log_dir_event_notification),
+            LeaderAndIsrResponseReceived: self._active_only(self._on_leader_and_isr_response),
         }
 
     # -- public ---------------------------------------------------------------------------------
@@ -249,6 +260,10 @@ class KafkaController:
         zk.watch_children(znodes.DELETE_TOPICS, lambda children: self._put_if_active(TopicDeletion()))
         zk.watch_data(znodes.REASSIGN_PARTITIONS, self._on_creation(ZkPartitionReassignment))
         zk.watch_data(znodes.PREFERRED_REPLICA_ELECTION, self._on_creation(PreferredReplicaElectionRequested))
+        zk.watch_children(
+            znodes.LOG_DIR_EVENT_NOTIFICATION,
+            lambda children: self._put_if_active(LogDirEventNotification()) if children else None,
+        )
         await self._elect()
 
     def _on_creation(self, event_type: type[ControllerEvent]) -> Callable[[bytes | None, Any], None]:
@@ -315,7 +330,16 @@ class KafkaController:
             self.config.inter_broker_protocol,
             self._client_factory,
         )
-        batch = ControllerBrokerRequestBatch(self.id, context, channel, self._on_stop_replica_deletion)
+        # JBOD: LeaderAndIsr responses tell which replicas are in failed log dirs (log_dir_events).
+        tap = ResponseTap(
+            channel,
+            lambda broker_id, response: self._put_if_active(
+                LeaderAndIsrResponseReceived(
+                    broker_id, response.error_code, partition_errors(context, response)
+                )
+            ),
+        )
+        batch = ControllerBrokerRequestBatch(self.id, context, tap, self._on_stop_replica_deletion)
         partitions = PartitionStateMachine(
             context, self.zk, batch, self.config["unclean.leader.election.enable"], prefix
         )
@@ -354,6 +378,7 @@ class KafkaController:
             await reassignments.resume(lambda tp, _: tp not in started)
             await deletion.resume_deletions()
             await elections.on_request_znode()
+            self._events.put(LogDirEventNotification())  # notifications written while there was none
             if self.config["auto.leader.rebalance.enable"]:
                 self._reign.rebalance_task = asyncio.get_running_loop().create_task(
                     self._schedule_auto_rebalance(), name=f"auto-leader-rebalance-{self.id}"
@@ -503,6 +528,8 @@ class KafkaController:
     async def _on_broker_startup(self, new_brokers: list[int]) -> None:
         reign = self._active()
         context = reign.context
+        for broker_id in new_brokers:  # its log dirs are checked afresh (its LeaderAndIsr responses)
+            context.replicas_on_offline_dirs.pop(broker_id, None)
         existing = context.live_or_shutting_down_broker_ids - set(new_brokers)
         # The brokers already there learn of the new ones; the new ones get every partition's state.
         reign.batch.new_batch()
@@ -524,6 +551,8 @@ class KafkaController:
     async def _on_broker_failure(self, dead_brokers: list[int]) -> None:
         context = self._active().context
         context.shutting_down_broker_ids -= set(dead_brokers)
+        for broker_id in dead_brokers:
+            context.replicas_on_offline_dirs.pop(broker_id, None)
         await self._on_replicas_become_offline(context.replicas_on_brokers(set(dead_brokers)))
 
     async def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
@@ -774,6 +803,29 @@ class KafkaController:
         if new:
             log.info("%s topics to delete: %s", self.prefix, sorted(new))
             await reign.deletion.enqueue_topics_for_deletion(new)
+
+    # -- log dir failures (JBOD) ----------------------------------------------------------------
+
+    async def _on_log_dir_event_notification(self, _: ControllerEvent) -> None:
+        reign = self._active()
+        brokers = await read_notifications(self._zk_client)
+        live = sorted(brokers & reign.context.live_brokers.keys())
+        if live:
+            await on_broker_log_dir_failure(reign.context, reign.replicas, live, self.prefix)
+
+    async def _on_leader_and_isr_response(self, event: ControllerEvent) -> None:
+        assert isinstance(event, LeaderAndIsrResponseReceived)
+        reign = self._active()
+        context = reign.context
+        offline = await on_leader_and_isr_response(
+            context, event, self._on_replicas_become_offline, self.prefix
+        )
+        if offline:
+            # Every broker's metadata lists them in offline_replicas, also where no ISR changed (Kafka's
+            # OfflineReplica transition sends that state to all brokers).
+            reign.batch.new_batch()
+            reign.batch.add_update_metadata(context.live_or_shutting_down_broker_ids, offline)
+            reign.batch.send()
 
     def _on_stop_replica_deletion(self, broker_id: int, error_code: int, partition_errors: dict) -> None:
         self._events.put(StopReplicaResponseReceived(broker_id, error_code, partition_errors))

@@ -268,7 +268,8 @@ class PartitionStateMachine:
         """(the election or None, the replicas to tell, why no leader could be elected)."""
         context = self._context
         replicas = context.replicas(tp)
-        live = context.live_broker_ids
+        # Live brokers whose replica of the partition is not in a failed log dir (JBOD).
+        live = {b for b in context.live_broker_ids if context.is_replica_online(b, partition=tp)}
         isr = list(state.isr)
         if strategy in (ElectionStrategy.OFFLINE, ElectionStrategy.UNCLEAN):
             election = offline_partition_election(replicas, state.isr, live, unclean)
@@ -280,7 +281,7 @@ class PartitionStateMachine:
             )
             if election is None and strategy is ElectionStrategy.OFFLINE:
                 log.error("%s no leader for %s: %s", self._prefix, tp, why)
-            return election, [r for r in replicas if context.is_replica_online(r)], why
+            return election, [r for r in replicas if context.is_replica_online(r, partition=tp)], why
         if strategy is ElectionStrategy.PREFERRED:
             election = preferred_replica_election(replicas, state.isr, live)
             preferred = replicas[0] if replicas else None

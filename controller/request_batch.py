@@ -127,7 +127,9 @@ class ControllerBrokerRequestBatch:
                 isr=list(state.isr),
                 zk_version=state.zk_version,
                 replicas=list(replicas),
-                offline_replicas=[r for r in replicas if not self._context.is_replica_online(r)],
+                offline_replicas=[
+                    r for r in replicas if not self._context.is_replica_online(r, partition=partition)
+                ],
             )
 
     def add_stop_replica(self, broker_ids: Iterable[int], partition: TopicPartition, delete: bool) -> None:
