@@ -8,6 +8,7 @@ their handlers into KafkaApis:
 - configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs): ``config_admin``, with the dynamic
   broker settings in ``dynamic_config`` and the watch that applies changes in ``config_listener``;
 - DeleteRecords (here, over the ReplicaManager: its answer, which waits for the followers, is parked);
+- UpdateFeatures and the finalized features ApiVersions reports: ``features`` (the ``/feature`` znode);
 - ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: ``replica_admin``, which
   forwards them to the active controller.
 """
@@ -24,6 +25,7 @@ from broker.config_admin import ConfigAdmin
 from broker.config_listener import ConfigChangeListener
 from broker.controller_channel import ControllerChannel
 from broker.dynamic_config import DynamicBrokerConfig
+from broker.features import FinalizedFeatures
 from broker.metadata_cache import MetadataCache
 from broker.replica_admin import ReplicaAdmin
 from broker.replica_manager import DeleteRecordsPartitionResult, DeleteRecordsResults, ReplicaManager
@@ -67,6 +69,7 @@ class AdminApis:
         self.configs = ConfigAdmin(
             config.broker_id, self._config_value, admin_zk, metadata_cache, self.dynamic, self.listener
         )
+        self.features = FinalizedFeatures(kafka_zk.zk)
         self.replicas = ReplicaAdmin(
             metadata_cache,
             ControllerChannel(kafka_zk.zk, config.broker_id, config["controller.socket.timeout.ms"] / 1000),
@@ -89,6 +92,7 @@ class AdminApis:
             ApiKey.ELECT_LEADERS: self.replicas.handle_elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.replicas.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.replicas.handle_list_partition_reassignments,
+            ApiKey.UPDATE_FEATURES: self.features.handle_update_features,
         }
 
     async def auto_create_topic(self, topic: str) -> None:
@@ -96,8 +100,10 @@ class AdminApis:
         await self.topics.auto_create_topic(topic)
 
     async def start(self) -> None:
-        """Loads the dynamic configs and starts watching ZooKeeper for config changes."""
+        """Loads the dynamic configs and starts watching ZooKeeper for config changes and for the
+        finalized features."""
         await self.listener.start()
+        await self.features.start()
 
     async def shutdown(self) -> None:
         await self.listener.shutdown()

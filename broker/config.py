@@ -1,8 +1,9 @@
 """Broker configuration: Kafka's ``server.properties`` names, types and defaults, parsed and validated.
 
 ``KafkaConfig.load(path, overrides)`` reads a Java-properties file, applies ``key=value`` overrides and
-checks every setting against the definitions below (with the machinery of ``server_common.config``); an
-unknown or invalid setting is an error naming it. Values are read back by their Kafka name:
+checks every setting against the definitions below (with the machinery of ``server_common.config``); a
+Kafka 3.9 setting not defined here is logged once and ignored, a name no Kafka setting has or an invalid
+value is an error naming it. Values are read back by their Kafka name:
 ``config["num.io.threads"]``.
 """
 
@@ -38,8 +39,8 @@ _NON_NEGATIVE = at_least(0)
 # KafkaConfig takes LogConfig's defaults.
 _LOG_DEFAULTS = LogConfig()
 
-# Kafka's broker settings (ZooKeeper mode, Kafka 3.x names and defaults) that Samsa accepts. A setting
-# not listed here is rejected at start rather than silently ignored.
+# Kafka's broker settings (ZooKeeper mode, Kafka 3.x names and defaults) that Samsa implements. Any other
+# Kafka 3.9 setting is accepted and logged as not implemented; a name Kafka does not have is rejected.
 BROKER_CONFIG = (
     ConfigDef()
     # server basics

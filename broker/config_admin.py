@@ -5,9 +5,12 @@ Kafka's ZooKeeper-mode semantics (ZkAdminManager).
   defaults) or every broker setting, as ``config_entries`` builds them.
 - AlterConfigs replaces a resource's whole override set; IncrementalAlterConfigs changes it by SET,
   DELETE, APPEND and SUBTRACT (the last two on list configs only). Topic changes are checked with
-  storage's LogConfig: an unknown name is INVALID_CONFIG, a bad value INVALID_REQUEST (as Kafka's
-  ZooKeeper mode answers a ConfigException). Broker resources are this broker's id (per-broker
-  overrides) or "" (the cluster-wide defaults); only the settings Samsa applies at runtime may change.
+  storage's LogConfig: an unknown name or a bad value is INVALID_CONFIG (Kafka 3.3+ answers a topic's
+  ConfigException so, KAFKA-13899); a malformed request (nulls, duplicates, a wrong broker id) and a
+  refused broker setting (checked first, in Kafka 3.9's ConfigAdminManager.preprocess) are
+  INVALID_REQUEST. Broker resources are this broker's id (per-broker
+  overrides) or "" (the cluster-wide defaults); the settings Kafka 3.9 marks dynamic may change, with
+  Kafka's checks (``dynamic_config``).
 - A change is written to ZooKeeper with its change notification, and applied to this broker at once;
   the other brokers apply it when they see the notification.
 """
@@ -23,12 +26,14 @@ from broker.config import BROKER_CONFIG
 from broker.config_entries import (
     ConfigDescriber,
     ConfigEntry,
+    ConfigSource,
     ResourceType,
     broker_defaults,
     check_topic_configs,
 )
 from broker.config_listener import ConfigChangeListener
 from broker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
+from broker.logger_configs import alter_loggers, check_node_id, logger_entries
 from broker.metadata_cache import MetadataCache
 from network.request_channel import Request
 from protocol.errors import ErrorCode, KafkaError
@@ -108,6 +113,8 @@ class ConfigAdmin:
                     name=entry.name,
                     value=entry.value,
                     read_only=entry.read_only,
+                    # v0 has no source, only whether the value is the default.
+                    is_default=entry.source == ConfigSource.DEFAULT_CONFIG,
                     config_source=entry.source,
                     is_sensitive=entry.sensitive,
                     synonyms=[
@@ -148,6 +155,9 @@ class ConfigAdmin:
                     f"Unexpected broker id, expected {self.broker_id} or empty string, but received {name}",
                 )
             return self.describer.broker_entries(self.config_value, per_broker=True)
+        if resource_type == ResourceType.BROKER_LOGGER:
+            check_node_id(name, self.broker_id, describe=True)
+            return logger_entries()
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {_type_name(resource_type)}")
 
     # -- AlterConfigs ---------------------------------------------------------------------------
@@ -185,8 +195,15 @@ class ConfigAdmin:
         for resource in resources:
             error, message = ErrorCode.NONE, None
             try:
-                props = await new_props(resource)
-                await self._alter(resource.resource_type, resource.resource_name, props, validate_only)
+                if resource.resource_type == ResourceType.BROKER_LOGGER and isinstance(
+                    resource, IncrementalAlterConfigsRequest.AlterConfigsResource
+                ):
+                    self._check_incremental_ops(resource)
+                    check_node_id(resource.resource_name, self.broker_id, describe=False)
+                    alter_loggers(resource.configs, validate_only)
+                else:
+                    props = await new_props(resource)
+                    await self._alter(resource.resource_type, resource.resource_name, props, validate_only)
             except KafkaError as e:
                 error, message = e.code, e.message
             responses.append(
@@ -206,10 +223,9 @@ class ConfigAdmin:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
         return {c.name: c.value for c in resource.configs if c.value is not None}
 
-    async def _incremental_props(
-        self, resource: IncrementalAlterConfigsRequest.AlterConfigsResource
-    ) -> dict[str, str]:
-        """The resource's override set after the request's operations."""
+    @staticmethod
+    def _check_incremental_ops(resource: IncrementalAlterConfigsRequest.AlterConfigsResource) -> None:
+        """Kafka's ConfigAdminManager.preprocess: duplicate keys, unknown operations, null values."""
         ops = resource.configs
         names = [op.name for op in ops]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -229,8 +245,17 @@ class ConfigAdmin:
         ]
         if nulls:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+
+    async def _incremental_props(
+        self, resource: IncrementalAlterConfigsRequest.AlterConfigsResource
+    ) -> dict[str, str]:
+        """The resource's override set after the request's operations."""
+        self._check_incremental_ops(resource)
+        ops = resource.configs
         kind, name = resource.resource_type, resource.resource_name
         if kind == ResourceType.TOPIC:
+            if not name:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
             current = await self.admin_zk.entity_config(TOPIC_ENTITY, name)
             return apply_incremental_ops(current, ops, TOPIC_CONFIG, LogConfig().to_props())
         if kind == ResourceType.BROKER:
@@ -248,6 +273,9 @@ class ConfigAdmin:
             raise _unsupported(resource_type)
 
     async def _alter_topic(self, topic: str, props: dict[str, str], validate_only: bool) -> None:
+        # Kafka 3.9's ZkAdminManager.alterTopicConfigs, in its order.
+        if not topic:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         if not self.metadata_cache.contains(topic):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         problem = topic_name_error(topic)
@@ -256,7 +284,7 @@ class ConfigAdmin:
         if not await self.admin_zk.topic_exists(topic):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
         resource = resource_label(ResourceType.TOPIC, topic)
-        check_topic_configs(props, self.dynamic.log_defaults(), ErrorCode.INVALID_REQUEST, resource)
+        check_topic_configs(props, self.dynamic.log_defaults(), ErrorCode.INVALID_CONFIG, resource)
         if validate_only:
             return
         await self.admin_zk.change_entity_config(TOPIC_ENTITY, topic, props)
@@ -267,6 +295,7 @@ class ConfigAdmin:
         try:
             self.dynamic.validate(props, per_broker)
         except DynamicConfigError as e:
+            # Kafka 3.9's ConfigAdminManager.preprocess turns the ConfigException into INVALID_REQUEST.
             raise KafkaError(
                 ErrorCode.INVALID_REQUEST,
                 f"Invalid config value for resource {resource_label(ResourceType.BROKER, name)}: {e}",
@@ -274,7 +303,9 @@ class ConfigAdmin:
         if validate_only:
             return
         entity = str(self.broker_id) if per_broker else DEFAULT_ENTITY
+        before = self.dynamic.per_broker if per_broker else self.dynamic.cluster_default
         await self.admin_zk.change_entity_config(BROKER_ENTITY, entity, props)
+        self.dynamic.log_changes(before, props, f"/config/brokers/{entity}")
         if per_broker:
             self.dynamic.per_broker = dict(props)
         else:
@@ -341,7 +372,7 @@ def apply_incremental_ops(
             if definition.type_of(name) is not ConfigType.LIST:
                 verb = "append" if kind == APPEND else "subtract"
                 raise KafkaError(
-                    ErrorCode.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"
+                    ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}"
                 )
             old = [v for v in props.get(name, defaults.get(name, "")).split(",") if v]
             given = [v for v in value.split(",") if v]

@@ -10,7 +10,7 @@ from enum import IntEnum
 from functools import cache
 
 from broker.config import BROKER_CONFIG
-from broker.dynamic_config import RECONFIGURABLE, DynamicBrokerConfig
+from broker.dynamic_config import DynamicBrokerConfig, is_dynamic, is_password
 from protocol.errors import ErrorCode, KafkaError
 from server_common.config import ConfigType, to_config_string
 from storage.config import BROKER_SYNONYMS, TOPIC_CONFIG, LogConfig, broker_synonyms
@@ -127,13 +127,21 @@ class ConfigDescriber:
         return entries
 
     def broker_entries(self, config_value: Callable[[str], object], per_broker: bool) -> list[ConfigEntry]:
-        """Every setting of this broker (``per_broker``), or the cluster-wide dynamic defaults."""
+        """Every setting of this broker (``per_broker``), or the cluster-wide dynamic defaults. A setting
+        Kafka lets change at runtime is not read-only (Kafka's DynamicBrokerConfig.AllDynamicConfigs);
+        dynamic settings Samsa does not define (Kafka's SSL/SASL ones, quotas) are listed as set."""
         dynamic = self.dynamic
-        names: Sequence[str] = list(BROKER_CONFIG.keys) if per_broker else sorted(dynamic.cluster_default)
+        names: Sequence[str]
+        if per_broker:
+            extra = (set(dynamic.per_broker) | set(dynamic.cluster_default)) - set(BROKER_CONFIG.keys)
+            names = [*BROKER_CONFIG.keys, *sorted(extra)]
+        else:
+            names = sorted(dynamic.cluster_default)
         entries = []
         for name in names:
             config_type = BROKER_CONFIG.type_of(name)
-            sensitive = is_sensitive(config_type)
+            defined = name in BROKER_CONFIG.keys
+            sensitive = is_sensitive(config_type) if defined else is_password(name)
             synonyms = self._synonyms(name, sensitive)
             if not per_broker:
                 synonyms = [s for s in synonyms if s[2] is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
@@ -143,8 +151,10 @@ class ConfigDescriber:
                 value = dynamic.per_broker[name]
             elif name in dynamic.cluster_default:
                 value = dynamic.cluster_default[name]
-            else:
+            elif defined:
                 value = to_config_string(config_value(name))
+            else:
+                value = dynamic.static.get(name)
             source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
             entries.append(
                 ConfigEntry(
@@ -152,7 +162,7 @@ class ConfigDescriber:
                     value,
                     source,
                     sensitive,
-                    name not in RECONFIGURABLE,
+                    not is_dynamic(name),
                     config_type,
                     BROKER_CONFIG.doc_of(name),
                     synonyms,

@@ -3,9 +3,11 @@
 Every broker watches ``/config/changes`` (Kafka's ZkNodeChangeNotificationListener): a sequential
 ``config_change_<n>`` names an entity (``topics/<t>`` or ``brokers/<id>`` / ``brokers/<default>``)
 whose overrides under ``/config`` changed; the broker reads them again and applies them to its logs at
-once (LogManager.update_topic_config). Notifications older than 15 minutes are deleted, as Kafka does.
-It also watches ``/config/topics``: a new topic's configs are written before its assignment, so they
-reach the log manager before the controller asks this broker to create the topic's logs.
+once (LogManager.update_topic_config); a dynamic broker setting other than the log defaults is logged
+as taking effect when the broker restarts (``dynamic_config``). Notifications older than 15 minutes
+are deleted, as Kafka does. It also watches ``/config/topics``: a new topic's configs are written
+before its assignment, so they reach the log manager before the controller asks this broker to create
+the topic's logs.
 """
 
 from __future__ import annotations
@@ -154,5 +156,10 @@ class ConfigChangeListener:
             self.apply_topic(name, await self.admin_zk.entity_config(TOPIC_ENTITY, name))
         elif entity_type == BROKER_ENTITY and name in (DEFAULT_ENTITY, str(self.broker_id)):
             log.info("dynamic broker config change (%s)", name)
+            before = (dict(self.dynamic.cluster_default), dict(self.dynamic.per_broker))
             await self._load_broker_overrides()
+            self.dynamic.log_changes(
+                before[0], self.dynamic.cluster_default, f"/config/brokers/{DEFAULT_ENTITY}"
+            )
+            self.dynamic.log_changes(before[1], self.dynamic.per_broker, f"/config/brokers/{self.broker_id}")
             self.apply_broker_overrides()

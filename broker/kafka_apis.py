@@ -7,15 +7,19 @@ Produce from ``broker.produce_apis``, Fetch from ``broker.fetch_apis``, ListOffs
 ``broker.list_offsets`` (these three built here), and, given by the server, the admin handlers
 (``broker.admin_apis``), the group coordinator's (``broker.group_apis``), FindCoordinator
 (``broker.find_coordinator``) and the transaction coordinator's (``broker.txn_apis``). The ApiVersions
-response advertises exactly the APIs that have a handler, at the ranges of ``protocol.api_versions``.
+response advertises exactly the APIs that have a handler, at the ranges of ``protocol.api_versions``,
+and from v3 the finalized features (``broker.features``). With no authorizer, Metadata and
+DescribeCluster report every operation valid for a topic or the cluster when asked, as Kafka does.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import Awaitable, Callable
 
+from broker.features import FinalizedFeatures
 from broker.fetch_apis import FetchApis
 from broker.list_offsets import ListOffsetsApis
 from broker.metadata_cache import MetadataCache
@@ -51,8 +55,56 @@ Handler = Callable[[Request], Awaitable[Message | Parked | None]]
 
 # Kafka leaves authorized-operation fields at INT_MIN when the client did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# AclOperation codes (org.apache.kafka.common.acl.AclOperation).
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
+CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
+
+
+def operations_bitfield(*operations: int) -> int:
+    """Kafka's Utils.to32BitField: bit ``code`` set for each operation."""
+    return sum(1 << op for op in set(operations))
+
+
+# With no authorizer Kafka reports every operation valid for the resource type (AclEntry.supportedOperations).
+TOPIC_OPERATIONS = operations_bitfield(
+    READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS
+)
+CLUSTER_OPERATIONS = operations_bitfield(
+    CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE
+)
+# DescribeCluster's endpoint types (EndpointType): a broker serves BROKER.
+ENDPOINT_BROKER, ENDPOINT_CONTROLLER = 1, 2
+_ZERO_UUID = uuid.UUID(int=0)
 # KIP-511: what a client may call itself (Kafka answers INVALID_REQUEST otherwise; Samsa only logs).
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def _topic_id_of(topic: MetadataRequest.MetadataRequestTopic) -> uuid.UUID:
+    return getattr(topic, "topic_id", None) or _ZERO_UUID
+
+
+def _metadata_request_problem(topics: list[MetadataRequest.MetadataRequestTopic], version: int) -> str | None:
+    """Kafka's check of the topics a Metadata request names: ids only from v12, a name otherwise."""
+    for t in topics:
+        if _topic_id_of(t) != _ZERO_UUID:
+            if version < 12:
+                return f"Topic IDs are not supported in requests for version {version}"
+        elif t.name is None and version < 12:
+            return f"Topic name can not be null for version {version}"
+    return None
+
+
+def _mis_skips_tags(body: ApiVersionsRequest) -> bool:
+    """librdkafka before 2.2.0 (Debian's kcat has 2.0.2) skips one byte too few per tagged field and
+    fails the connection ("Read underflow") on an ApiVersions response carrying the feature tags; such
+    clients get the response without them (the research notes on client versions, trap 1)."""
+    if body.client_software_name != "librdkafka":
+        return False
+    parts = (body.client_software_version or "").split("-")[0].split(".")
+    try:
+        return tuple(int(p) for p in parts[:2]) < (2, 2)
+    except ValueError:
+        return False
 
 
 class KafkaApis:
@@ -63,11 +115,13 @@ class KafkaApis:
         replica_manager: ReplicaManager,
         extra_handlers: dict[int, Handler] | None = None,
         auto_create_topic: Callable[[str], Awaitable[None]] | None = None,
+        features: FinalizedFeatures | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self._auto_create_topic = auto_create_topic
+        self.features = features
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -133,7 +187,13 @@ class KafkaApis:
                         request.peer,
                         value,
                     )
-        return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=self._api_versions, throttle_time_ms=0)
+        response = ApiVersionsResponse(
+            error_code=ErrorCode.NONE, api_keys=self._api_versions, throttle_time_ms=0
+        )
+        if self.features is not None and not (request.version >= 3 and _mis_skips_tags(request.body)):
+            # v3+: the supported and finalized features (KIP-584; older versions do not carry them).
+            self.features.fill_api_versions(response)
+        return response
 
     # -- Metadata ---------------------------------------------------------------------------------
 
@@ -143,20 +203,43 @@ class KafkaApis:
             for b, e in self.metadata_cache.alive_endpoints(listener)
         ]
 
-    def _topic_metadata(self, name: str) -> MetadataResponse.MetadataResponseTopic:
+    def _topic_metadata(
+        self, name: str, operations: int, version: int = 12, listener: str | None = None
+    ) -> MetadataResponse.MetadataResponseTopic:
+        """Kafka's ZkMetadataCache.getPartitionMetadata: a leader that is down or (v6+) has no endpoint on
+        the request's listener is LEADER_NOT_AVAILABLE / LISTENER_NOT_FOUND with no leader; v0 lists only
+        the replicas that are up (REPLICA_NOT_AVAILABLE when some are not)."""
         cache = self.metadata_cache
         partitions = []
+
+        def reachable(broker_id: int) -> bool:
+            return cache.is_alive(broker_id) and (
+                listener is None or cache.endpoint(broker_id, listener) is not None
+            )
+
         for p in sorted(cache.partitions(name).values(), key=lambda p: p.partition):
-            leader_alive = p.leader >= 0 and cache.is_alive(p.leader)
+            replicas, isr, offline = list(p.replicas), list(p.isr), list(p.offline_replicas)
+            if version == 0:
+                replicas, isr, offline = (
+                    [b for b in ids if reachable(b)] for ids in (replicas, isr, offline)
+                )
+            if p.leader >= 0 and reachable(p.leader):
+                leader = p.leader
+                missing = len(replicas) < len(p.replicas) or len(isr) < len(p.isr)
+                error = ErrorCode.REPLICA_NOT_AVAILABLE if missing else ErrorCode.NONE
+            else:
+                leader = -1
+                listener_missing = p.leader >= 0 and cache.is_alive(p.leader) and version >= 6
+                error = ErrorCode.LISTENER_NOT_FOUND if listener_missing else ErrorCode.LEADER_NOT_AVAILABLE
             partitions.append(
                 MetadataResponse.MetadataResponsePartition(
-                    error_code=ErrorCode.NONE if leader_alive else ErrorCode.LEADER_NOT_AVAILABLE,
+                    error_code=error,
                     partition_index=p.partition,
-                    leader_id=p.leader if leader_alive else -1,
+                    leader_id=leader,
                     leader_epoch=p.leader_epoch,
-                    replica_nodes=list(p.replicas),
-                    isr_nodes=list(p.isr),
-                    offline_replicas=list(p.offline_replicas),
+                    replica_nodes=replicas,
+                    isr_nodes=isr,
+                    offline_replicas=offline,
                 )
             )
         return MetadataResponse.MetadataResponseTopic(
@@ -165,7 +248,7 @@ class KafkaApis:
             topic_id=cache.topic_id(name),
             is_internal=is_internal(name),
             partitions=partitions,
-            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            topic_authorized_operations=operations,
         )
 
     async def handle_metadata(self, request: Request) -> MetadataResponse:
@@ -175,11 +258,68 @@ class KafkaApis:
             requested = None  # in v0 an empty list means every topic
         # Before v4 every Metadata request may create topics; from v4 the client says.
         allow_auto_create = request.version < 4 or body.allow_auto_topic_creation
-        names = self.metadata_cache.topic_names() if requested is None else [t.name for t in requested]
-        topics = []
+        # v8+: with no authorizer, every operation valid for a topic / the cluster (v8-10 only).
+        topic_operations = (
+            TOPIC_OPERATIONS
+            if request.version >= 8 and body.include_topic_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        cluster_operations = (
+            CLUSTER_OPERATIONS
+            if 8 <= request.version <= 10 and body.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        topics: list[MetadataResponse.MetadataResponseTopic] = []
+        names: list[str | None]
+        if requested is None:
+            names = list(self.metadata_cache.topic_names())
+        else:
+            problem = _metadata_request_problem(requested, request.version)
+            if problem is not None:
+                # Kafka's MetadataRequest.getErrorResponse: every topic named, with the error.
+                log_refusal(request, ErrorCode.INVALID_REQUEST, problem)
+                return MetadataResponse(
+                    throttle_time_ms=0,
+                    brokers=[],
+                    topics=[
+                        MetadataResponse.MetadataResponseTopic(
+                            error_code=ErrorCode.INVALID_REQUEST,
+                            name=t.name,
+                            topic_id=_topic_id_of(t),
+                            is_internal=False,
+                            partitions=[],
+                        )
+                        for t in requested
+                    ],
+                )
+            names = [t.name for t in requested if _topic_id_of(t) == _ZERO_UUID]
+            by_id: dict[uuid.UUID, str] | None = None
+            for t in requested:
+                topic_id = _topic_id_of(t)
+                if topic_id == _ZERO_UUID:
+                    continue
+                # v12+: a topic named by id (UNKNOWN_TOPIC_ID, the name left null, when unknown).
+                if by_id is None:
+                    by_id = {self.metadata_cache.topic_id(n): n for n in self.metadata_cache.topic_names()}
+                name = by_id.get(topic_id)
+                if name is not None:
+                    topics.append(
+                        self._topic_metadata(name, topic_operations, request.version, request.listener)
+                    )
+                    continue
+                topics.append(
+                    MetadataResponse.MetadataResponseTopic(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        name=None,
+                        topic_id=topic_id,
+                        is_internal=False,
+                        partitions=[],
+                        topic_authorized_operations=topic_operations,
+                    )
+                )
         for name in names:
             if name is not None and self.metadata_cache.contains(name):
-                topics.append(self._topic_metadata(name))
+                topics.append(self._topic_metadata(name, topic_operations, request.version, request.listener))
                 continue
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             name_error = topic_name_error(name)
@@ -203,7 +343,7 @@ class KafkaApis:
                     name=name,
                     is_internal=name is not None and is_internal(name),
                     partitions=[],
-                    topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                    topic_authorized_operations=topic_operations,
                 )
             )
         return MetadataResponse(
@@ -213,16 +353,44 @@ class KafkaApis:
             # Clients send admin requests to the "controller"; any broker serves them, so name ourselves.
             controller_id=self.broker_id,
             topics=topics,
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=cluster_operations,
         )
 
     # -- DescribeCluster --------------------------------------------------------------------------
 
     async def handle_describe_cluster(self, request: Request) -> DescribeClusterResponse:
+        """Kafka's AuthHelper.computeDescribeClusterResponse for a broker endpoint (v0-1)."""
+        body = request.body
+        endpoint_type = (
+            getattr(body, "endpoint_type", ENDPOINT_BROKER) if request.version >= 1 else ENDPOINT_BROKER
+        )
+        if endpoint_type != ENDPOINT_BROKER:
+            known = endpoint_type == ENDPOINT_CONTROLLER
+            if request.version == 0:
+                error = ErrorCode.INVALID_REQUEST
+            else:
+                error = ErrorCode.MISMATCHED_ENDPOINT_TYPE if known else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = (
+                f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+                f"{'CONTROLLER' if known else endpoint_type}"
+                if known
+                else f"Unsupported endpoint type {endpoint_type}"
+            )
+            log_refusal(request, error, message)
+            return DescribeClusterResponse(
+                throttle_time_ms=0,
+                error_code=error,
+                error_message=message,
+                endpoint_type=ENDPOINT_BROKER,
+                cluster_id="",
+                controller_id=-1,
+                brokers=[],
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
         return DescribeClusterResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,
-            endpoint_type=1,  # brokers
+            endpoint_type=ENDPOINT_BROKER,
             cluster_id=self.metadata_cache.cluster_id,
             controller_id=self.broker_id,
             brokers=[
@@ -231,7 +399,9 @@ class KafkaApis:
                 )
                 for b, e in self.metadata_cache.alive_endpoints(request.listener)
             ],
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            cluster_authorized_operations=CLUSTER_OPERATIONS
+            if body.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED,
         )
 
     # -- OffsetForLeaderEpoch ----------------------------------------------------------------------

@@ -51,6 +51,9 @@ from server_common.replica_assignment import (
 )
 from zk import znodes
 
+# KRaft's metadata log: Kafka 3.9 refuses to create it in either mode (KafkaApis.handleCreateTopicsRequest).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+
 log = logging.getLogger(__name__)
 
 NO_NUM_PARTITIONS = -1
@@ -225,6 +228,12 @@ class TopicAdmin:
         errors: dict[int, KafkaError] = {}
         pending: dict[str, Callable[[], bool]] = {}
         for i, (topic, result) in enumerate(zip(body.topics, results, strict=True)):
+            if topic.name == CLUSTER_METADATA_TOPIC:
+                errors[i] = KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+                )
+                continue
             if counts[topic.name] > 1:
                 errors[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
                 continue

@@ -4,7 +4,8 @@ The definitions use the ConfigDef machinery of ``server_common.config`` and Kafk
 Kafka controller ran inside a broker and read the broker's ``server.properties``, so every setting here is
 the broker setting the controller code read (``unclean.leader.election.enable``, ``delete.topic.enable``,
 ``controller.socket.timeout.ms``, ...), plus ``controller.id``, which names this process in
-``/controller``. An unknown or invalid setting is an error naming it.
+``/controller``. Any other Kafka broker setting is logged once and ignored; a name no Kafka setting has, or
+an invalid value, is an error naming it.
 """
 
 from __future__ import annotations

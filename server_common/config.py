@@ -6,10 +6,16 @@ Each set of settings names its own definitions with this one machinery: the brok
 ``broker/config.py``, the controller's in ``controller/config.py``, the topic configs in
 ``storage/config.py``. An unknown or invalid setting is a ``ConfigError`` naming it; a ``ConfigKey``
 refuses a single value with a plain ``ValueError`` giving the reason, which each caller words its own way.
+
+A server process accepts, besides its own definitions, any setting Apache Kafka 3.9's broker knows
+(``server_common.kafka_config_names``), so that a ``server.properties`` copied from a Kafka installation
+starts: each such setting Samsa does not implement is logged once, by name, and ignored. A name that is
+no Kafka setting (a typo) and an invalid value of a setting Samsa defines still stop the server.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 from collections.abc import Callable, Iterable, Mapping
@@ -17,6 +23,14 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, Self
+
+from server_common.kafka_config_names import (
+    KAFKA_AUTHORIZER_CONFIG_NAMES,
+    KAFKA_BROKER_CONFIG_NAMES,
+    KAFKA_DYNAMIC_ONLY_BROKER_CONFIG_NAMES,
+)
+
+log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -148,7 +162,8 @@ class ConfigDef:
         unknown = sorted(set(props) - set(self.keys))
         if unknown:
             raise ConfigError(
-                f"unknown configuration setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
+                f"unknown configuration setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
+                "(not a setting of Samsa nor of Apache Kafka's broker)"
             )
         values: dict[str, Any] = {}
         for name, key in self.keys.items():
@@ -180,6 +195,44 @@ class ConfigDef:
     def doc_of(self, name: str) -> str | None:
         key = self.keys.get(name)
         return (key.doc or None) if key is not None else None
+
+
+# Settings Kafka hands on to its plugins by prefix (remote storage managers, config providers, the
+# ACL authorizer's ZooKeeper TLS settings).
+_PLUGIN_PREFIXES = ("rsm.config.", "rlmm.config.", "config.providers.", "authorizer.zookeeper.")
+_KAFKA_NAMES = (
+    KAFKA_BROKER_CONFIG_NAMES | KAFKA_AUTHORIZER_CONFIG_NAMES | KAFKA_DYNAMIC_ONLY_BROKER_CONFIG_NAMES
+)
+_PER_LISTENER = re.compile(r"^listener\.name\.[^.]+\.(.+)$")
+_logged_unimplemented: set[str] = set()
+
+
+def is_kafka_setting(name: str) -> bool:
+    """True when Apache Kafka 3.9's broker knows the setting: one of its names, a per-listener
+    ``listener.name.<listener>.[<sasl mechanism>.]<setting>``, or a plugin prefix it passes on."""
+    if name in _KAFKA_NAMES or name.startswith(_PLUGIN_PREFIXES):
+        return True
+    m = _PER_LISTENER.match(name)
+    if m is None:
+        return False
+    setting = m.group(1)
+    return setting in KAFKA_BROKER_CONFIG_NAMES or setting.partition(".")[2] in KAFKA_BROKER_CONFIG_NAMES
+
+
+def unimplemented_settings(definition: ConfigDef, props: Iterable[str]) -> list[str]:
+    """The settings among ``props`` that Kafka knows and ``definition`` does not (Samsa ignores them)."""
+    return sorted(n for n in props if n not in definition.keys and is_kafka_setting(n))
+
+
+def log_unimplemented(names: Iterable[str]) -> None:
+    """Logs each Kafka setting Samsa accepts without implementing it, once per process."""
+    for name in names:
+        if name not in _logged_unimplemented:
+            _logged_unimplemented.add(name)
+            log.warning(
+                "%s is an Apache Kafka setting this Samsa process does not implement: accepted and ignored",
+                name,
+            )
 
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]+\]|[^:/\s]*):(-?\d+)$")
@@ -244,7 +297,11 @@ class ServerConfig:
 
     def __init__(self, props: Mapping[str, Any]) -> None:
         self.originals = dict(props)
-        self._values = self.DEFINITION.parse(props)
+        # Kafka settings Samsa does not implement: accepted, logged once by name, ignored.
+        self.unimplemented = unimplemented_settings(self.DEFINITION, props)
+        log_unimplemented(self.unimplemented)
+        ignored = set(self.unimplemented)
+        self._values = self.DEFINITION.parse({k: v for k, v in props.items() if k not in ignored})
         self.protocol_map: dict[str, str] = {}
         for item in self._values["listener.security.protocol.map"]:
             listener, _, protocol = item.partition(":")

@@ -41,19 +41,33 @@ def test_api_versions_every_version(broker: BrokerNode, version: int) -> None:
     assert advertised[API_VERSIONS] == (0, 4)
     assert advertised[METADATA] == (0, 12)
     # Produce is advertised from v0 (old librdkafka compresses only then) though served from v3.
-    assert advertised[ApiKey.PRODUCE] == (0, 9)
-    assert not response.supported_features and not response.finalized_features  # no tags for old librdkafka
+    assert advertised[ApiKey.PRODUCE] == (0, 11)
+    # A Kafka 3.9 broker in ZooKeeper mode supports and has finalized no feature.
+    assert not response.supported_features and not response.finalized_features
 
 
-def test_api_versions_v3_reply_carries_no_tagged_fields(broker: BrokerNode) -> None:
+@pytest.mark.parametrize(
+    ("software", "tagged"),
+    [(("librdkafka", "2.0.2"), False), (("librdkafka", "2.16.0"), True), (("t", "1"), True)],
+)
+def test_api_versions_v3_reply_carries_feature_tags_except_to_librdkafka_before_2_2(
+    broker: BrokerNode, software: tuple[str, str], tagged: bool
+) -> None:
     client = RawClient(broker.bootstrap)
-    client.send(API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    name, version = software
+    client.send(
+        API_VERSIONS, 3, ApiVersionsRequest(client_software_name=name, client_software_version=version)
+    )
     frame = client.read_frame()
     # header v0 (correlation id), error, compact array of N entries each ending with an empty tag buffer,
-    # throttle time, then the body's empty tag buffer as the very last byte.
+    # throttle time, then the body's tag buffer: empty (one zero byte, the frame's last) for old
+    # librdkafka, which mis-skips tags; else the finalized-features epoch and the (empty) feature lists.
     count = frame[6] - 1
-    assert len(frame) == 4 + 2 + 1 + count * 7 + 4 + 1
-    assert frame[-1] == 0
+    untagged = 4 + 2 + 1 + count * 7 + 4 + 1
+    if tagged:
+        assert len(frame) > untagged and frame[untagged - 1] > 0
+    else:
+        assert len(frame) == untagged and frame[-1] == 0
 
 
 def test_too_new_api_versions_gets_unsupported_version_in_v0(broker: BrokerNode) -> None:

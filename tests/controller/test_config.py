@@ -40,7 +40,8 @@ def test_a_file_with_overrides(tmp_path: Path) -> None:
         ({"zookeeper.connect": "zk:2181"}, "controller.id"),
         ({"controller.id": "1"}, "zookeeper.connect"),
         ({**REQUIRED, "controller.id": "-1"}, "controller.id"),
-        ({**REQUIRED, "broker.id": "1"}, "broker.id"),
+        # A name no Kafka setting has (a Kafka setting the controller does not use is logged, not refused).
+        ({**REQUIRED, "controller.idd": "1"}, "controller.idd"),
         ({**REQUIRED, "unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable"),
         ({**REQUIRED, "zookeeper.session.timeout.ms": "0"}, "zookeeper.session.timeout.ms"),
         ({**REQUIRED, "listeners": "PLAINTEXT:/nohost"}, "listeners"),
