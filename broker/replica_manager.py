@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.controller_fence import ControllerFence, Refusal
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import BrokerInfo, MetadataCache
 from broker.partition import READ_COMMITTED, Partition, storage_error
 from broker.replica_fetcher import ReplicaFetcherManager
+from broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaSelector, preferred_read_replica
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from server_common.futures import completed, then
@@ -39,6 +40,7 @@ from storage.errors import KafkaStorageError, StorageError
 from storage.fetch import FetchDataInfo
 from storage.log import Log
 from storage.log_manager import LogManager
+from storage.partition_metadata import InconsistentTopicIdError, topic_id_string
 from storage.producer_state import SENTINEL, AppendOrigin, VerificationGuard
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 DELETE_WHATEVER_THE_EPOCH = -2  # StopReplica's leader epoch sentinel
 DEBUGGING_CONSUMER_ID = -2  # Fetch's replica id of tools that read any replica (replica-verification)
+FUTURE_LOCAL_REPLICA_ID = -3  # Fetch's replica id of a future replica's local fetcher (not a consumer)
 # Partitions of a LeaderAndIsr whose new logs are prepared together before the loop applies them.
 LOG_PREPARATION_BATCH = 200
 # Threads preparing new logs: creating one is mostly metadata I/O under the log manager's lock, but a
@@ -113,7 +116,8 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int
-    # KIP-392: the consumer's client.rack (Fetch v11+), for the replica selector; None when not given.
+    # KIP-392: the consumer's client.rack (Fetch v11+, "" when it names none), for the replica
+    # selector; None below v11 (Kafka's empty clientMetadata).
     client_rack: str | None = None
 
     @property
@@ -121,9 +125,17 @@ class FetchParams:
         return self.replica_id >= 0
 
     @property
+    def from_consumer(self) -> bool:
+        """Kafka's FetchRequest.isConsumer: any negative replica id but a future local replica's (the
+        debugging consumer of replica-verification included)."""
+        return self.replica_id < 0 and self.replica_id != FUTURE_LOCAL_REPLICA_ID
+
+    @property
     def fetch_only_from_leader(self) -> bool:
-        """Kafka lets only its debugging consumer read a follower (up to that replica's high watermark)."""
-        return self.replica_id != DEBUGGING_CONSUMER_ID
+        """Kafka 3.9's fetchOnlyFromLeader: followers read the leader, and so do consumers without
+        client metadata (below Fetch v11); a consumer at v11+ may read a follower, up to that replica's
+        high watermark (KIP-392)."""
+        return self.from_follower or (self.from_consumer and self.client_rack is None)
 
 
 @dataclass(slots=True)
@@ -282,6 +294,8 @@ class _LeaderAndIsrOutcome:
     stale: list[str] = field(default_factory=list)  # leader epoch not newer than ours
     not_replica: list[str] = field(default_factory=list)
     failed: list[tuple[str, StorageError]] = field(default_factory=list)
+    # KIP-516: the log here belongs to another topic id (a deleted topic's): INCONSISTENT_TOPIC_ID
+    inconsistent: list[str] = field(default_factory=list)
     leading: list[str] = field(default_factory=list)  # newly led
     following: list[str] = field(default_factory=list)  # following a new leader
     prepared: int = 0  # partitions new to this broker, their logs opened or created off the loop
@@ -299,6 +313,13 @@ class _LeaderAndIsrOutcome:
                 len(self.not_replica),
                 broker_id,
                 first_few(self.not_replica),
+            )
+        if self.inconsistent:
+            log.error(
+                "refusing LeaderAndIsr for %d partitions (INCONSISTENT_TOPIC_ID): the topic id of the "
+                "request is not the one of the log here: %s",
+                len(self.inconsistent),
+                first_few(self.inconsistent),
             )
         if self.failed:
             log.error(
@@ -346,6 +367,9 @@ class ReplicaManager:
         # Set by the server when transaction.partition.verification.enable is on (KIP-890): asks the
         # transaction coordinators whether a producer's transactional batches may be appended.
         self.add_partitions_to_txn: AddPartitionsToTxnManager | None = None
+        # Set by the server from replica.selector.class (KIP-392): which replica a consumer should read
+        # from; None: the leader.
+        self.replica_selector: ReplicaSelector | None = None
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory[FetchResults]("Fetch")
@@ -372,6 +396,7 @@ class ReplicaManager:
         """This broker's leader replica of the partition, or the Kafka error a client should get."""
         found = self._partitions.get((topic, partition))
         if found is None:
+            self._check_not_offline(topic, partition)
             if self.metadata_cache.partition(topic, partition) is not None:
                 raise KafkaError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} is led by another broker"
@@ -387,6 +412,7 @@ class ReplicaManager:
         """This broker's replica of the partition, leader or follower, or the Kafka error."""
         found = self._partitions.get((topic, partition))
         if found is None or found.log is None:
+            self._check_not_offline(topic, partition)
             if self.metadata_cache.partition(topic, partition) is not None:
                 raise KafkaError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -394,6 +420,37 @@ class ReplicaManager:
                 )
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
         return found
+
+    # -- offline partitions (JBOD: a failed log dir, see broker.log_dir_failure) -----------------
+
+    def _check_not_offline(self, topic: str, partition: int) -> None:
+        if (topic, partition) in self.log_manager.offline_partitions:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {topic}-{partition} is offline")
+
+    def report_io_error(self, tp: TopicPartition, error: OSError) -> int:
+        """An I/O error on the partition's log: its log dir goes offline (at once when on the event loop,
+        so that nothing more is served from it); returns KAFKA_STORAGE_ERROR for the request."""
+        partition = self._partitions.get(tp)
+        if partition is not None and partition.log is not None:
+            self.log_manager.maybe_handle_io_error(
+                partition.log.dir, f"I/O error on the log of {tp[0]}-{tp[1]}", error
+            )
+        return ErrorCode.KAFKA_STORAGE_ERROR
+
+    def mark_partitions_offline(self, partitions: Iterable[TopicPartition]) -> None:
+        """The partitions whose log dir failed: no longer hosted (Kafka's HostedPartition.Offline: the log
+        manager remembers them), their fetchers stopped, what waits on them answered."""
+        for tp in partitions:
+            partition = self._partitions.pop(tp, None)
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(tp)
+            if partition is not None:
+                partition.log = None
+            self.produce_purgatory.check(tp)
+            self.fetch_purgatory.check(tp)
+            self.delete_records_purgatory.check(tp)
+            for listener in self.role_listeners:
+                listener(*tp, False, -1)
 
     # -- the controller's requests --------------------------------------------------------------
 
@@ -440,8 +497,8 @@ class ReplicaManager:
             for first in range(0, len(states), LOG_PREPARATION_BATCH):
                 batch = states[first : first + LOG_PREPARATION_BATCH]
                 new = [
-                    ((topic, state.partition_index), state)
-                    for topic, _, state in batch
+                    ((topic, state.partition_index), topic_id, state)
+                    for topic, topic_id, state in batch
                     if (topic, state.partition_index) not in self._partitions
                     and self.broker_id in state.replicas
                 ]
@@ -465,18 +522,21 @@ class ReplicaManager:
         return ErrorCode.NONE, outcome.errors, topic_ids
 
     def _prepare_logs(
-        self, new: list[tuple[TopicPartition, LeaderAndIsrRequest.LeaderAndIsrPartitionState]]
+        self, new: list[tuple[TopicPartition, uuid.UUID, LeaderAndIsrRequest.LeaderAndIsrPartitionState]]
     ) -> dict[TopicPartition, Log | StorageError]:
         """On a log-preparation thread: the logs of partitions this broker does not host yet, created if
-        missing; a new leader's log gets its leader epoch's start offset too (a checkpoint write with
-        its fsyncs, which Kafka also makes). No Partition serves these logs yet, so nothing else
-        appends to them meanwhile."""
+        missing; each learns its topic id first (partition.metadata written and fsynced before any
+        other file, as Kafka does; a log on disk with another id, a deleted topic's, is left untouched:
+        InconsistentTopicIdError), and a new leader's log gets its leader epoch's start offset (a
+        checkpoint write with its fsyncs, which Kafka also makes). No Partition serves these logs yet,
+        so nothing else appends to them meanwhile."""
         prepared: dict[TopicPartition, Log | StorageError] = {}
-        for tp, state in new:
+        for tp, topic_id, state in new:
             try:
                 if self._stopped:  # the log manager is closing the logs
                     raise KafkaStorageError("the broker is shutting down")
-                log_ = self.log_manager.get_or_create_log(*tp)
+                log_ = self.log_manager.get_or_create_log(*tp, is_new=state.is_new)
+                Partition.check_or_set_topic_id(log_, topic_id)
                 if state.leader == self.broker_id:
                     log_.maybe_assign_epoch_start_offset(state.leader_epoch, log_.log_end_offset)
             except StorageError as e:
@@ -496,20 +556,61 @@ class ReplicaManager:
         prepared: Log | StorageError | None,
         outcome: _LeaderAndIsrOutcome,
     ) -> int:
-        """One partition's state of a LeaderAndIsr: its error code, its fate noted in ``outcome``."""
+        """One partition's state of a LeaderAndIsr: its error code, its fate noted in ``outcome``. As
+        Kafka's becomeLeaderOrFollower, the topic id is checked first: a log here that belongs to
+        another id (a topic deleted and re-created under its name while this broker missed the
+        deletion) gets INCONSISTENT_TOPIC_ID and is never served as the new topic's."""
         partition = self._partitions.get(tp)
+        if partition is not None:
+            known_id = partition.topic_id
+        else:
+            on_disk = self.log_manager.get_log(*tp)
+            known_id = on_disk.topic_id if on_disk is not None and on_disk.topic_id else uuid.UUID(int=0)
+        if topic_id.int and known_id.int and known_id != topic_id:
+            outcome.inconsistent.append(
+                f"{tp[0]}-{tp[1]} (log {topic_id_string(known_id)}, request {topic_id_string(topic_id)})"
+            )
+            if partition is not None:
+                # Departs from Kafka (which keeps the old replica in its old role): this broker stops
+                # serving the old topic's log under the name; it stays on disk until the controller's
+                # deletion (StopReplica with delete) reaches it.
+                self._unhost_partition(tp, partition.leader_epoch)
+            return ErrorCode.INCONSISTENT_TOPIC_ID
         if partition is not None and state.leader_epoch <= partition.leader_epoch:
+            if (
+                state.leader_epoch == partition.leader_epoch
+                and topic_id.int
+                and partition.log is not None
+                and partition.log.topic_id is None
+            ):
+                # Kafka: the controller names the id of a topic made before topic ids without
+                # bumping the epoch: the log learns it.
+                try:
+                    Partition.check_or_set_topic_id(partition.log, topic_id)
+                except StorageError as e:
+                    outcome.failed.append((f"{tp[0]}-{tp[1]}", e))
+                    return storage_error(e).code
+                partition.topic_id = topic_id
+                return ErrorCode.NONE
             outcome.stale.append(f"{tp[0]}-{tp[1]} (epoch {state.leader_epoch} <= {partition.leader_epoch})")
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if self.broker_id not in state.replicas:
             outcome.not_replica.append(f"{tp[0]}-{tp[1]}")
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if isinstance(prepared, InconsistentTopicIdError):  # the log's id changed meanwhile
+            outcome.inconsistent.append(f"{tp[0]}-{tp[1]} ({prepared})")
+            return ErrorCode.INCONSISTENT_TOPIC_ID
         if isinstance(prepared, StorageError):
             outcome.failed.append((f"{tp[0]}-{tp[1]}", prepared))
             return storage_error(prepared).code
         if prepared is None:  # hosted already: its log exists
             assert partition is not None and partition.log is not None
             prepared = partition.log
+            try:  # a log made before topic ids learns its id now (a write, rare: on the loop)
+                Partition.check_or_set_topic_id(prepared, topic_id)
+            except StorageError as e:
+                outcome.failed.append((f"{tp[0]}-{tp[1]}", e))
+                return storage_error(e).code
         else:
             outcome.prepared += 1
         if partition is None:
@@ -590,6 +691,16 @@ class ReplicaManager:
             and leader_epoch < partition.leader_epoch
         ):
             return ErrorCode.FENCED_LEADER_EPOCH
+        if tp in self.log_manager.offline_partitions:  # its log is on a failed dir (HostedPartition.Offline)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        # A log on disk that no Partition serves (a deleted topic's, left while this broker was down or
+        # refused with INCONSISTENT_TOPIC_ID) is deleted too: the controller's deletion retry reaches it.
+        self._unhost_partition(tp, leader_epoch, delete)
+        return ErrorCode.NONE
+
+    def _unhost_partition(self, tp: TopicPartition, leader_epoch: int, delete: bool = False) -> None:
+        """Stops serving the partition (and deletes its log if ``delete``): no fetcher, waiting
+        operations re-checked (they fail over), the role listeners told."""
         self._partitions.pop(tp, None)
         if self.fetchers is not None:
             self.fetchers.remove_partition(tp)
@@ -600,7 +711,6 @@ class ReplicaManager:
         self.delete_records_purgatory.check(tp)
         for listener in self.role_listeners:
             listener(*tp, False, max(leader_epoch, -1))
-        return ErrorCode.NONE
 
     # -- produce --------------------------------------------------------------------------------
 
@@ -622,6 +732,9 @@ class ReplicaManager:
                 info = partition.append_records_to_leader(records, required_acks, origin, guard)
             except KafkaError as e:
                 results[tp] = ProducePartitionResult(error=e.code, message=e.message)
+                continue
+            except OSError as e:  # the disk failed: the log dir goes offline (broker.log_dir_failure)
+                results[tp] = ProducePartitionResult(error=self.report_io_error(tp, e), message=str(e))
                 continue
             results[tp] = ProducePartitionResult(
                 base_offset=info.first_offset,
@@ -700,6 +813,7 @@ class ReplicaManager:
         results: FetchResults = {}
         budget = params.max_bytes
         min_one_message = True
+        brokers: dict[int, BrokerInfo] | None = None  # the live brokers, looked up once for the selector
         for request in requests:
             tp = (request.topic, request.partition)
             try:
@@ -707,6 +821,28 @@ class ReplicaManager:
                     partition = self.leader_partition(*tp)
                 else:
                     partition = self.local_partition(*tp)
+                if (
+                    self.replica_selector is not None
+                    and params.client_rack is not None
+                    and not params.from_follower
+                    and partition.is_leader
+                ):
+                    if brokers is None:
+                        brokers = {b.id: b for b in self.metadata_cache.alive_brokers()}
+                    preferred = preferred_read_replica(
+                        self.replica_selector,
+                        partition,
+                        params.client_rack,
+                        request.fetch_offset,
+                        brokers,
+                        int(time.time() * 1000),
+                    )
+                    if preferred != NO_PREFERRED_REPLICA:
+                        # KIP-392: no records, only where to read them (Kafka skips the read).
+                        partition.check_leader_epoch(request.current_leader_epoch)
+                        results[tp] = self._error_result(tp, ErrorCode.NONE)
+                        results[tp].preferred_read_replica = preferred
+                        continue
                 if request.last_fetched_epoch >= 0:
                     diverging = partition.diverging_epoch(
                         request.fetch_offset, request.last_fetched_epoch, request.current_leader_epoch
@@ -726,6 +862,9 @@ class ReplicaManager:
                 )
             except KafkaError as e:
                 results[tp] = self._error_result(tp, e.code)
+                continue
+            except OSError as e:  # the disk failed: the log dir goes offline (broker.log_dir_failure)
+                results[tp] = self._error_result(tp, self.report_io_error(tp, e))
                 continue
             if params.from_follower:
                 self.update_follower_fetch_state(
@@ -758,7 +897,10 @@ class ReplicaManager:
         else once the fetch purgatory finds enough or the max wait ends (long poll)."""
         results = self.read_from_local_logs(params, requests)
         total = sum(r.info.length for r in results.values() if r.info is not None)
-        errors = any(r.error != ErrorCode.NONE or r.diverging_epoch for r in results.values())
+        errors = any(
+            r.error != ErrorCode.NONE or r.diverging_epoch or r.preferred_read_replica >= 0
+            for r in results.values()
+        )
         if params.max_wait_ms <= 0 or not requests or total >= params.min_bytes or errors:
             return completed(results)
         operation = DelayedFetch(self, params, requests, results)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -23,6 +25,7 @@ from broker.controller_channel import (
     ZooKeeperUnreachableError,
 )
 from broker.controller_fence import ControllerFence
+from broker.dynamic_config import with_dynamic_overrides
 from broker.find_coordinator import (
     GROUP_KEY_TYPE,
     TRANSACTION_KEY_TYPE,
@@ -32,11 +35,14 @@ from broker.find_coordinator import (
 )
 from broker.group_apis import CoordinatorTopicReplicas, GroupApis
 from broker.kafka_apis import KafkaApis
+from broker.log_dir_failure import LogDirFailureChannel, LogDirFailureHandler, usable_log_dirs
+from broker.log_dirs import LogDirsApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
+from broker.replica_selector import replica_selector_from_config
 from broker.txn_apis import TxnApis
 from broker.txn_marker_transport import BrokerTxnMarkerTransport, inter_broker_listener
 from broker.write_txn_markers import TxnPartitionApis
@@ -97,6 +103,10 @@ class KafkaServer:
         self.find_coordinator: FindCoordinator | None = None
         self.txn_partitions: TxnPartitionApis | None = None
         self.socket_server: SocketServer | None = None
+        # JBOD: DescribeLogDirs/AlterReplicaLogDirs and the moves between dirs; log dir failures.
+        self.log_dirs: LogDirsApis | None = None
+        self.log_dir_failures: LogDirFailureChannel | None = None
+        self.log_dir_failure_handler: LogDirFailureHandler | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
         self._shutting_down = False
@@ -111,17 +121,32 @@ class KafkaServer:
             raise ValueError("broker.id must be set (generated broker ids are not supported)")
         if not config["zookeeper.connect"]:
             raise ValueError("zookeeper.connect must be set")
+        replica_selector = replica_selector_from_config(config["replica.selector.class"])  # KIP-392
         zk = self.zk = ZkClient(config["zookeeper.connect"], self._session_ms)
         await zk.start(timeout=self._zk_timeout)
         kafka_zk = self.kafka_zk = KafkaZkClient(zk)
         await kafka_zk.create_top_level_paths()
-        cluster_id = await kafka_zk.get_or_create_cluster_id(stored_cluster_id(config.log_dirs))
-        ensure_meta_properties(config.log_dirs, broker_id, cluster_id)
+        # Kafka's DynamicBrokerConfig.initialize: the dynamic settings in ZooKeeper over server.properties.
+        config = self.config = await with_dynamic_overrides(zk, config)
+        dirs = usable_log_dirs(config.log_dirs)  # JBOD: a dir that cannot be used starts offline
+        cluster_id = await kafka_zk.get_or_create_cluster_id(stored_cluster_id(dirs))
+        ensure_meta_properties(dirs, broker_id, cluster_id)
+        self.log_dir_failures = LogDirFailureChannel(asyncio.get_running_loop())
         logs = self.log_manager = await self._recover_logs(zk)
 
         metadata_cache = MetadataCache(cluster_id)
         replicas = self.replica_manager = ReplicaManager(
             broker_id, logs, metadata_cache, self._replica_fetchers(), config["replica.lag.time.max.ms"]
+        )
+        replicas.replica_selector = replica_selector
+        # The fetchers report high watermarks that moved (consumers of a follower wait for them, KIP-392)
+        # and I/O errors appending (the log dir goes offline).
+        if replicas.fetchers is not None:
+            replicas.fetchers.settings.on_high_watermark = replicas.fetch_purgatory.check
+            replicas.fetchers.settings.on_io_error = replicas.report_io_error
+        log_dirs = self.log_dirs = LogDirsApis(replicas, logs)
+        self.log_dir_failure_handler = LogDirFailureHandler(
+            broker_id, self.log_dir_failures, replicas, logs, zk, self._halt_on_log_dir_failures
         )
         channel = self.controller_channel = ControllerChannel(
             zk, broker_id, config["controller.socket.timeout.ms"] / 1000, self._zk_timeout
@@ -141,7 +166,7 @@ class KafkaServer:
         admin = self.admin = AdminApis(config, kafka_zk, metadata_cache, replicas, logs)
         # Before registering: the controller's first LeaderAndIsr may already make this broker lead
         # __consumer_offsets partitions, whose groups the coordinator then loads.
-        groups = self.groups = GroupApis(config, metadata_cache, replicas)
+        groups = self.groups = GroupApis(config, metadata_cache, replicas, zk)
         # Likewise for __transaction_state and the transaction coordinator.
         txn_config = transaction_config(config)
         markers = self.txn_markers = BrokerTxnMarkerTransport(
@@ -184,8 +209,10 @@ class KafkaServer:
                 **finder.handlers(),
                 **txn_apis.handlers(),
                 **txn_partitions.handlers(),
+                **log_dirs.handlers(),
             },
             auto_create_topic=admin.auto_create_topic if config["auto.create.topics.enable"] else None,
+            features=admin.features,
         )
         sockets = self.socket_server = SocketServer(
             config,
@@ -227,8 +254,16 @@ class KafkaServer:
                 transaction_verification_enabled=config["transaction.partition.verification.enable"],
                 cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
                 cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
+                on_dir_failure=self.log_dir_failures.maybe_add_offline_log_dir
+                if self.log_dir_failures is not None
+                else None,
             ),
         )
+
+    def _halt_on_log_dir_failures(self) -> None:
+        """Every log dir failed: the broker stops (Kafka halts), through the SIGTERM path."""
+        log.error("%s all log dirs failed: shutting down", self.prefix)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def _replica_fetchers(self) -> ReplicaFetcherManager:
         config = self.config
@@ -427,6 +462,10 @@ class KafkaServer:
             await self.socket_server.shutdown()
         if self.replica_manager is not None and self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.shutdown()
+        if self.log_dirs is not None:
+            await self.log_dirs.shutdown()
+        if self.log_dir_failure_handler is not None:
+            await self.log_dir_failure_handler.shutdown()
         if self.alter_partition is not None:
             await self.alter_partition.shutdown()
         if self.controller_channel is not None:

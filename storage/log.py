@@ -22,8 +22,10 @@ import bisect
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -34,6 +36,7 @@ from storage.checkpoints import fsync_dir
 from storage.config import LogConfig
 from storage.errors import (
     InvalidTxnStateError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     UnexpectedAppendOffsetError,
@@ -42,6 +45,7 @@ from storage.fetch import FetchDataInfo, LogOffsetMetadata
 from storage.leader_epoch import LeaderEpochFileCache
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_validator import LogValidator
+from storage.partition_metadata import InconsistentTopicIdError, PartitionMetadataFile, topic_id_string
 from storage.producer_state import (
     SENTINEL,
     AppendOrigin,
@@ -76,8 +80,16 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# `<topic>-<partition>.<uuid hex>-future|-delete|-stray` (Kafka's LocalLog.parseTopicPartitionName).
+_MOVING_DIR = re.compile(r"^(.+-\d+)\.[0-9a-f]{32}-(?:future|delete|stray)$")
+
+
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` -> (topic, partition); topics may themselves contain '-'."""
+    """`<topic>-<partition>` -> (topic, partition); topics may themselves contain '-'. Also Kafka's
+    `<topic>-<partition>.<uuid>-future` (a replica moving between log dirs) and `-delete` names."""
+    moving = _MOVING_DIR.match(dir_name)
+    if moving is not None:
+        dir_name = moving.group(1)
     topic, sep, partition = dir_name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         raise ValueError(f"{dir_name!r} is not a <topic>-<partition> log directory name")
@@ -137,6 +149,10 @@ class Log:
         self.last_flush_ms = time_ms()
         self.closed = False
         os.makedirs(self.dir, exist_ok=True)
+        # KIP-516: the topic id this directory belongs to, from its partition.metadata (None until a
+        # LeaderAndIsr names one: assign_topic_id); a corrupt file refuses to open (KafkaStorageError).
+        self.partition_metadata = PartitionMetadataFile(self.dir)
+        self.topic_id: uuid.UUID | None = self.partition_metadata.read()
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
         self.producer_state = ProducerStateManager(self.dir, producer_id_expiration_ms, self.name)
         self.producer_state.transaction_verification_enabled = transaction_verification_enabled
@@ -650,10 +666,16 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return TimestampAndOffset(-1, self._leo, self.leader_epoch_cache.latest_epoch)
             if timestamp == MAX_TIMESTAMP:
-                best = max((s.max_timestamp_so_far for s in self._segments), default=None)
-                if best is None or best.timestamp < 0:
+                # The first segment with the largest timestamp, then the first record holding it in the
+                # first batch with it: the record's own offset (KAFKA-16310), the batch's leader epoch.
+                if not self._segments:
                     return None
-                return TimestampAndOffset(best.timestamp, best.offset, epoch_for(best.offset))
+                newest = max(self._segments, key=lambda s: s.max_timestamp_so_far.timestamp)
+                found_max = newest.find_max_timestamp_record()
+                if found_max is None:
+                    return None
+                max_ts, max_offset, batch_epoch = found_max
+                return TimestampAndOffset(max_ts, max_offset, batch_epoch if batch_epoch >= 0 else None)
             for segment in self._segments:
                 if segment.size and segment.largest_timestamp >= timestamp:
                     found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
@@ -930,6 +952,25 @@ class Log:
             return True
 
     # --- lifecycle -----------------------------------------------------------------------------------
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> bool:
+        """KIP-516 (Kafka's UnifiedLog.assignTopicId): the log learns the topic id it belongs to and
+        writes it to partition.metadata (atomically, fsynced) before anything else happens to it. True
+        when newly assigned; False when the log had it already; InconsistentTopicIdError when the log
+        belongs to another id (the log of a deleted topic is never taken for a re-created one's)."""
+        with self._lock:
+            if self.topic_id is not None:
+                if self.topic_id != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"Tried to assign topic ID {topic_id_string(topic_id)} to log for topic partition "
+                        f"{self.name}, but log already contained topic ID {topic_id_string(self.topic_id)}"
+                    )
+                return False
+            if self.closed:
+                raise KafkaStorageError(f"the log of {self.name} is closed: its topic id is not written")
+            self.partition_metadata.write(topic_id)
+            self.topic_id = topic_id
+            return True
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:

@@ -25,6 +25,10 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+# JBOD: a broker whose log dir failed writes a sequential child here; the controller watches it.
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
@@ -37,6 +41,7 @@ PERSISTENT_PATHS = (
     CONFIG_CHANGES,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     "/cluster",
     BROKER_SEQUENCE_ID,
 )
@@ -267,3 +272,64 @@ def encode_producer_id_block(broker_id: int, block_start: int, block_end: int) -
 def decode_producer_id_block(data: bytes) -> tuple[int, int, int]:
     body = _load(data)
     return int(body["broker"]), int(body["block_start"]), int(body["block_end"])
+
+
+# -- /feature (Kafka's FeatureZNode, KIP-584) ------------------------------------------------------
+
+FEATURE = "/feature"
+FEATURE_ZNODE_V1, FEATURE_ZNODE_V2 = 1, 2  # V2 (IBP 3.3+) drops each feature's min_version_level
+FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED = 0, 1
+
+
+def encode_feature_znode(features: dict[str, int], status: int = FEATURE_STATUS_ENABLED) -> bytes:
+    """``{"features":{name:{"max_version_level":n}},"version":2,"status":1}`` (FeatureZNode.encode)."""
+    return _dump(
+        {
+            "features": {name: {"max_version_level": level} for name, level in features.items()},
+            "version": FEATURE_ZNODE_V2,
+            "status": status,
+        }
+    )
+
+
+def decode_feature_znode(data: bytes) -> tuple[int, dict[str, int]]:
+    """(status, finalized features) of a FeatureZNode of version 1 or 2; ValueError if malformed, with
+    Kafka's FeatureZNode.decode checks."""
+    try:
+        body = _load(data)
+    except ValueError as e:
+        raise ValueError(f"Failed to parse feature information: {data!r}") from e
+    version = body.get("version")
+    if not isinstance(version, int) or not FEATURE_ZNODE_V1 <= version <= FEATURE_ZNODE_V2:
+        raise ValueError(f"Unsupported version: {version} of feature information: {data!r}")
+    status = body.get("status")
+    if status not in (FEATURE_STATUS_DISABLED, FEATURE_STATUS_ENABLED):
+        raise ValueError(f"Malformed status: {status} found in feature information: {data!r}")
+    raw = body.get("features")
+    if not isinstance(raw, dict):
+        raise ValueError(f"Features map can not be absent in: {data!r}")
+    features: dict[str, int] = {}
+    for name, levels in raw.items():
+        if not isinstance(levels, dict) or "max_version_level" not in levels:
+            raise ValueError(f"max_version_level absent in [{levels}]")
+        if version == FEATURE_ZNODE_V1 and "min_version_level" not in levels:
+            raise ValueError(f"min_version_level absent in [{levels}]")
+        level = int(levels["max_version_level"])
+        if level < 1:
+            raise ValueError(f"Expected maxValue >= 1, but received maxValue: {level}")
+        features[name] = level
+    return status, features
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """A log dir failure event of ``broker_id`` (Kafka's LogDirEventNotificationSequenceZNode)."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int | None:
+    """The broker id of a log dir failure event; None if the node is not one."""
+    try:
+        body = _load(data)
+        return int(body["broker"]) if body.get("event") == LOG_DIR_FAILURE_EVENT else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -204,7 +204,7 @@ def test_transaction_apis_are_advertised_at_kafka_3_9_ranges() -> None:
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         ApiKey.END_TXN: (0, 4),
         ApiKey.TXN_OFFSET_COMMIT: (0, 4),
-        ApiKey.WRITE_TXN_MARKERS: (1, 1),  # Kafka 3.9 has 0-1; Kafka 4 (our schemas) dropped v0
+        ApiKey.WRITE_TXN_MARKERS: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 1),
