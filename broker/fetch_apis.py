@@ -15,8 +15,6 @@ on the request's listener (KIP-951).
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -48,7 +46,6 @@ log = logging.getLogger(__name__)
 INT32_MAX = 2**31 - 1
 DEFAULT_FETCH_MAX_BYTES = 57671680  # Kafka's fetch.max.bytes
 _EMPTY_RECORDS = b""
-_TOPIC_NAMES_REFRESH_S = 0.1  # the reverse topic-id map is rebuilt at most this often for unknown ids
 _LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
@@ -91,28 +88,10 @@ class FetchApis:
         self.fetch_max_bytes = fetch_max_bytes
         self.sessions = FetchSessionCache(session_cache_slots)
         self.fetch_manager = FetchManager(self.sessions)
-        self._names: dict[uuid.UUID, str] = {}
-        self._names_built_at = -1.0
 
     def handlers(self) -> dict[int, Any]:
         """api key -> handler, merged into KafkaApis."""
         return {ApiKey.FETCH: self.handle_fetch}
-
-    # -- topic ids ----------------------------------------------------------------------------------
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with this id, None if the metadata cache knows no such topic."""
-        cache = self.metadata_cache
-        name = self._names.get(topic_id)
-        if name is not None and cache.topic_id(name) == topic_id:
-            return name
-        now = time.monotonic()
-        if now - self._names_built_at >= _TOPIC_NAMES_REFRESH_S or name is not None:
-            self._names = {cache.topic_id(n): n for n in cache.topic_names()}
-            self._names.pop(ZERO_UUID, None)
-            self._names_built_at = now
-        name = self._names.get(topic_id)
-        return name if name is not None and cache.topic_id(name) == topic_id else None
 
     # -- the request --------------------------------------------------------------------------------
 
@@ -127,7 +106,7 @@ class FetchApis:
         for topic in body.topics:
             if version >= 13:
                 topic_id = topic.topic_id
-                name: str | None = self.topic_name(topic_id)
+                name: str | None = self.metadata_cache.topic_name(topic_id)
             else:
                 topic_id, name = ZERO_UUID, topic.topic
             for p in topic.partitions:
@@ -157,7 +136,7 @@ class FetchApis:
             is_from_follower,
             fetch_data,
             to_forget,
-            self.topic_name,
+            self.metadata_cache.topic_name,
         )
 
         erroneous: list[_Answer] = []

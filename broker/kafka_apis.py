@@ -116,6 +116,7 @@ class KafkaApis:
         extra_handlers: dict[int, Handler] | None = None,
         auto_create_topic: Callable[[str], Awaitable[None]] | None = None,
         features: FinalizedFeatures | None = None,
+        fetch_apis: FetchApis | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
@@ -127,7 +128,8 @@ class KafkaApis:
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             **ProduceApis(metadata_cache, replica_manager).handlers(),
-            **FetchApis(metadata_cache, replica_manager).handlers(),
+            # The server's has the fetch-session cache and fetch.max.bytes of its config.
+            **(fetch_apis or FetchApis(metadata_cache, replica_manager)).handlers(),
             **ListOffsetsApis(metadata_cache, replica_manager).handlers(),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
@@ -293,15 +295,12 @@ class KafkaApis:
                     ],
                 )
             names = [t.name for t in requested if _topic_id_of(t) == _ZERO_UUID]
-            by_id: dict[uuid.UUID, str] | None = None
             for t in requested:
                 topic_id = _topic_id_of(t)
                 if topic_id == _ZERO_UUID:
                     continue
                 # v12+: a topic named by id (UNKNOWN_TOPIC_ID, the name left null, when unknown).
-                if by_id is None:
-                    by_id = {self.metadata_cache.topic_id(n): n for n in self.metadata_cache.topic_names()}
-                name = by_id.get(topic_id)
+                name = self.metadata_cache.topic_name(topic_id)
                 if name is not None:
                     topics.append(
                         self._topic_metadata(name, topic_operations, request.version, request.listener)

@@ -50,6 +50,7 @@ class MetadataCache:
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}  # the reverse of _topic_ids
         # Told the partitions an UpdateMetadata deletes (Kafka's KafkaApis hands them to the group
         # coordinator's onPartitionsDeleted, which drops their committed offsets).
         self.partitions_deleted_listeners: list[Callable[[list[tuple[str, int]]], object]] = []
@@ -90,6 +91,10 @@ class MetadataCache:
     def topic_id(self, topic: str) -> uuid.UUID:
         return self._topic_ids.get(topic, uuid.UUID(int=0))
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id; None for an id the cluster does not know (or the zero id)."""
+        return self._topic_names.get(topic_id)
+
     # -- updates --------------------------------------------------------------------------------
 
     def update(self, request: UpdateMetadataRequest, version: int) -> list[tuple[str, int]]:
@@ -118,7 +123,7 @@ class MetadataCache:
                     deleted.append((topic, state.partition_index))
                     if not partitions:
                         del self._topics[topic]
-                        self._topic_ids.pop(topic, None)
+                        self._topic_names.pop(self._topic_ids.pop(topic, uuid.UUID(int=0)), None)
                 continue
             self._topics.setdefault(topic, {})[state.partition_index] = PartitionMetadata(
                 state.partition_index,
@@ -129,8 +134,10 @@ class MetadataCache:
                 tuple(state.offline_replicas),
                 state.zk_version,
             )
-            if topic_id is not None and topic_id.int:
+            if topic_id is not None and topic_id.int and self._topic_ids.get(topic) != topic_id:
+                self._topic_names.pop(self._topic_ids.get(topic, uuid.UUID(int=0)), None)
                 self._topic_ids[topic] = topic_id
+                self._topic_names[topic_id] = topic
         if deleted:
             for listener in self.partitions_deleted_listeners:
                 listener(deleted)

@@ -26,6 +26,7 @@ from broker.controller_channel import (
 )
 from broker.controller_fence import ControllerFence
 from broker.dynamic_config import with_dynamic_overrides
+from broker.fetch_apis import FetchApis
 from broker.find_coordinator import (
     GROUP_KEY_TYPE,
     TRANSACTION_KEY_TYPE,
@@ -213,6 +214,12 @@ class KafkaServer:
             },
             auto_create_topic=admin.auto_create_topic if config["auto.create.topics.enable"] else None,
             features=admin.features,
+            fetch_apis=FetchApis(
+                metadata_cache,
+                replicas,
+                config["max.incremental.fetch.session.cache.slots"],
+                config["fetch.max.bytes"],
+            ),
         )
         sockets = self.socket_server = SocketServer(
             config,

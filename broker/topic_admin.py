@@ -375,12 +375,6 @@ class TopicAdmin:
 
     # -- DeleteTopics -----------------------------------------------------------------------------
 
-    def _topic_by_id(self, topic_id: uuid.UUID) -> str | None:
-        return next(
-            (t for t in self.metadata_cache.topic_names() if self.metadata_cache.topic_id(t) == topic_id),
-            None,
-        )
-
     async def handle_delete_topics(self, request: Request) -> DeleteTopicsResponse:
         body: DeleteTopicsRequest = request.body
         version = request.version
@@ -411,7 +405,7 @@ class TopicAdmin:
         unknown_ids: list[tuple[str | None, KafkaError]] = []
         for result in results:
             if result.topic_id != ZERO_UUID:
-                result.name = self._topic_by_id(result.topic_id)
+                result.name = self.metadata_cache.topic_name(result.topic_id)
                 if result.name is None:
                     unknown = KafkaError(
                         ErrorCode.UNKNOWN_TOPIC_ID,

@@ -1,21 +1,22 @@
 """The API versions Samsa advertises in ApiVersions, once a handler exists for the API.
 
 Every client negotiates ``min(client max, broker max)`` per API, so these ranges decide what Samsa must
-implement. The low ends matter even though no current client uses them: librdkafka before 2.11.1
-(Debian's kcat) turns features on only when the advertised range *contains* specific old versions
-(Produce 3 and 7, Fetch 4 and 10, ApiVersions 0, FindCoordinator 0, OffsetCommit 2, OffsetFetch 1, the
-group APIs 0, ListOffsets 1, InitProducerId 0, SaslHandshake 0 and 1, SaslAuthenticate 0); otherwise it
-silently falls back to magic-0 message sets. Fetch stays at 12 and Produce at 9: later versions address
-topics by id. See docs/architecture.md and the research notes on client versions.
+implement. They are Kafka 3.9's (ZooKeeper mode), API by API (``tests/protocol/test_kafka39_ranges.py``
+pins them and names the APIs not served yet), so clients that infer a broker's version from them
+(kafka-python) take Samsa for Kafka 3.9. The versions Kafka 4 dropped (KIP-896) are decoded through
+``protocol.schema.KAFKA39_FLOORS``.
 
-Produce is served from v3 but advertised from v0: the same librdkafka compresses with gzip, snappy
-and lz4 only when the advertised range includes Produce v0 (KAFKA-18659; Kafka 4 advertises 0 too).
-A Produce below v3 is refused like any unsupported version (the connection is closed).
+The low ends matter even though no current client uses them: librdkafka before 2.11.1 (Debian's kcat)
+turns features on only when the advertised range *contains* specific old versions (Produce 3 and 7,
+Fetch 4 and 10, ApiVersions 0, FindCoordinator 0, OffsetCommit 2, OffsetFetch 1, the group APIs 0,
+ListOffsets 1, InitProducerId 0, SaslHandshake 0 and 1, SaslAuthenticate 0); otherwise it silently falls
+back to magic-0 message sets. See docs/architecture.md and the research notes on client versions.
 
-The transaction APIs are served at Kafka 3.9's ranges (the schemas, Kafka 4's, also have later versions:
-EndTxn 5, TxnOffsetCommit 5, ListTransactions 2, InitProducerId 6, which are not served), but for
-WriteTxnMarkers, which starts at v1: Kafka 4 dropped its v0 (KIP-896), and so do the vendored schemas.
-Only brokers send it, and Samsa's send v1, the highest both Kafka 3.9 and Samsa have.
+Produce is served from v3 but advertised from v0, as Kafka 3.9 advertises it: the same librdkafka
+compresses with gzip, snappy and lz4 only when the advertised range includes Produce v0 (KAFKA-18659;
+Kafka 4 advertises 0 too). A Produce below v3 (magic 0/1 message sets) is refused like any unsupported
+version (the connection is closed). Fetch v0-3 is served, its records down-converted to magic 0/1
+(``protocol.down_convert``).
 """
 
 from __future__ import annotations
