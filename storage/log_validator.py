@@ -112,7 +112,8 @@ class RecordChecks:
         if not header.timestamp_type:
             return True
         largest = header.max_timestamp
-        return largest != record_batch.NO_TIMESTAMP and not self.min_timestamp <= largest <= self.max_timestamp
+        low, high = self.min_timestamp, self.max_timestamp
+        return largest != record_batch.NO_TIMESTAMP and not low <= largest <= high
 
 
 # Kafka's codec ids are 0 (none) to 4 (zstd); 5-7 fit in the attributes' three bits but mean nothing.
@@ -227,8 +228,17 @@ class LogValidator:
                         payload = scratch.view[: decompress_into(codec, payload, scratch.view)]
                     except DecompressionError as e:
                         raise record_batch.CorruptRecordError(str(e)) from None
-                walked = _walk_records(payload, header, fields)
-                if walked is not None:
+                if not fields:
+                    _walk_records(payload, header, False)
+                elif (
+                    checks.compact
+                    or header.timestamp_type
+                    or not _create_times_within(payload, header, checks.min_timestamp, checks.max_timestamp)
+                ):
+                    # Every record's key, or timestamps of which some are out of bounds: each record's
+                    # fields, to name those at fault.
+                    walked = _walk_records(payload, header, True)
+                    assert walked is not None
                     _check_record_fields(walked, header, checks, partition)
                 if convert:
                     assert target is not None
@@ -423,6 +433,56 @@ def _walk_records(payload: BytesLike, header: BatchHeader, fields: bool) -> Reco
             f"({count} records framed)"
         )
     return found
+
+
+def _create_times_within(payload: BytesLike, header: BatchHeader, low: int, high: int) -> bool:
+    """`_walk_records` for the timestamps of a CreateTime batch, reading only each record's length and
+    timestamp delta: whether every record's timestamp lies in [low, high]. False may also mean a record
+    without a timestamp (-1), which `_check_record_fields` lets pass. Raises
+    record_batch.CorruptRecordError as `_walk_records` does."""
+    read_varint, read_varlong = record_batch.read_varint, record_batch.read_varlong
+    end = len(payload)
+    declared = header.records_count
+    smallest = largest = 0
+    p = count = 0
+    try:
+        while p < end and count < declared:
+            # The length: a one- or two-byte zig-zag varint inline (records up to 8 KiB), else the codec's.
+            b = payload[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif payload[p + 1] < 0x80:
+                v = (b & 0x7F) | (payload[p + 1] << 7)
+                length = (v >> 1) ^ -(v & 1)
+                p += 2
+            else:
+                length, p = read_varint(payload, p)
+            if length < _MIN_RECORD_BODY:
+                raise record_batch.CorruptRecordError(f"record {count} of the batch has length {length}")
+            b = payload[p + 1]  # the timestamp delta, after the record's attributes
+            if b < 0x80:
+                delta = (b >> 1) ^ -(b & 1)
+            else:
+                delta, q = read_varlong(payload, p + 1)
+                if q > p + length:
+                    raise record_batch.CorruptRecordError(f"record {count} overruns its length {length}")
+            if delta < smallest:
+                smallest = delta
+            elif delta > largest:
+                largest = delta
+            p += length
+            count += 1
+    except IndexError:
+        p = end + 1
+    if p != end or count != declared:
+        raise record_batch.CorruptRecordError(
+            f"the batch declares {declared} records but its "
+            f"{'decompressed ' if header.compression else ''}payload of {end} bytes does not hold them "
+            f"({count} records framed)"
+        )
+    base = header.base_timestamp
+    return low <= base + smallest and base + largest <= high
 
 
 def _check_record_fields(
