@@ -3,11 +3,12 @@
 Every broker watches ``/config/changes`` (Kafka's ZkNodeChangeNotificationListener): a sequential
 ``config_change_<n>`` names an entity (``topics/<t>`` or ``brokers/<id>`` / ``brokers/<default>``)
 whose overrides under ``/config`` changed; the broker reads them again and applies them to its logs at
-once (LogManager.update_topic_config); a dynamic broker setting other than the log defaults is logged
-as taking effect when the broker restarts (``dynamic_config``). Notifications older than 15 minutes
-are deleted, as Kafka does. It also watches ``/config/topics``: a new topic's configs are written
-before its assignment, so they reach the log manager before the controller asks this broker to create
-the topic's logs.
+once (LogManager.update_topic_config); a dynamic broker config change also goes to the broker's
+reconfigurables (``DynamicBrokerConfig.reconfigure``: listeners, connection limits, thread pools, the
+cleaner), and each setting changed is logged saying whether it applied now or at the next restart.
+Notifications older than 15 minutes are deleted, as Kafka does. It also watches ``/config/topics``: a
+new topic's configs are written before its assignment, so they reach the log manager before the
+controller asks this broker to create the topic's logs.
 """
 
 from __future__ import annotations
@@ -163,3 +164,4 @@ class ConfigChangeListener:
             )
             self.dynamic.log_changes(before[1], self.dynamic.per_broker, f"/config/brokers/{self.broker_id}")
             self.apply_broker_overrides()
+            await self.dynamic.reconfigure()  # listeners, connection limits, thread pools, cleaner

@@ -16,20 +16,44 @@ the same settings with Kafka's checks:
 - every value is checked with the broker's own definitions (and the merged result as a whole: listeners,
   log defaults), so a bad value is INVALID_REQUEST naming it.
 
-What Samsa applies at once: the log defaults behind topic configs (``log.retention.ms``,
-``log.segment.bytes``, ``message.max.bytes``, ... — Kafka's DynamicLogConfig), to every topic without an
-override of its own. Every other accepted setting is stored and reported as Kafka does, and takes effect
-when the broker next starts: at startup the broker reads its dynamic settings from ZooKeeper before it
-builds anything (``with_dynamic_overrides``, Kafka's DynamicBrokerConfig.initialize); the change is
-logged saying so. Settings Kafka knows and Samsa does not implement (the SSL/SASL ones, metric reporters,
-remote storage) are accepted, stored, reported and ignored, as the same names in server.properties are.
+What Samsa applies at once (``reconfigure``: the change notification reaches every broker, which reads
+its settings again and hands the old and new configuration to each reconfigurable, as Kafka's
+DynamicBrokerConfig.updateCurrentConfig does):
+
+- the log defaults behind topic configs (``log.retention.ms``, ``log.segment.bytes``,
+  ``message.max.bytes``, ... — Kafka's DynamicLogConfig), to every topic without an override of its own;
+- ``advertised.listeners``: the broker rewrites its registration ``/brokers/ids/<id>`` (same session,
+  same broker epoch); the controller, which watches each registration, sends UpdateMetadata to every
+  broker, so Metadata everywhere gives the new address (Kafka's BrokerModifications);
+- ``listeners``: a listener added is bound and accepts at once, a listener removed stops accepting and
+  its connections are closed (Kafka's DynamicListenerConfig, with ``listener.security.protocol.map``
+  naming the new listener's protocol; an existing listener's host, port and protocol do not change
+  until restart, as in Kafka);
+- ``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``: from the next
+  connection accepted (open connections stay);
+- ``num.io.threads``: workers added, or removed after the request they handle;
+- ``log.cleaner.threads``, ``log.cleaner.backoff.ms``, ``log.cleaner.dedupe.buffer.size``: the cleaner's
+  threads started or retired after their cleaning, the others from the next cleaning.
+
+Accepted and stored but without effect, because Samsa has no such structure: ``num.network.threads``
+(every processor runs on the one event loop) and ``background.threads`` (periodic work runs as event-loop
+tasks and in the default executor). Applied when the broker next starts (at startup the broker reads
+its dynamic settings from ZooKeeper before it builds anything: ``with_dynamic_overrides``, Kafka's
+DynamicBrokerConfig.initialize): ``num.replica.fetchers`` (partitions are dealt to fetchers by it; Samsa
+does not yet move them between running fetchers as Kafka's resizeThreadPool does),
+``num.recovery.threads.per.data.dir`` (Samsa recovers logs only at startup), ``producer.id.expiration.ms``
+and ``transaction.partition.verification.enable`` (given to each log when it is loaded). Settings Kafka
+knows and Samsa does not implement (the SSL/SASL ones, ``log.cleaner.io.*``,
+``max.connection.creation.rate``, metric reporters, remote storage) are accepted, stored, reported and
+ignored, as the same names in server.properties are. Each change is logged saying which of these it is.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from broker.admin_zk import DEFAULT_ENTITY
 from broker.config import BROKER_CONFIG, KafkaConfig
@@ -205,9 +229,42 @@ def is_password(name: str) -> bool:
     return any(name.endswith(p) for p in PASSWORDS) or BROKER_CONFIG.type_of(name) is ConfigType.PASSWORD
 
 
+# What Samsa applies while running besides the log defaults (see the module docstring).
+APPLIED_LIVE: frozenset[str] = frozenset(
+    {
+        "advertised.listeners",
+        "listeners",
+        "listener.security.protocol.map",  # for listeners added (an existing one's may not change)
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "num.io.threads",
+        "log.cleaner.threads",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
+    }
+)
+# Accepted and stored; no such structure in Samsa's asyncio design.
+NO_EFFECT: frozenset[str] = frozenset({"num.network.threads", "background.threads"})
+
+# A reconfigurable: called with the configuration in force before and after a change.
+Reconfigurable = Callable[[KafkaConfig, KafkaConfig], Awaitable[None] | None]
+
+
 def applied_at_once(name: str) -> bool:
     """Whether Samsa applies a dynamic setting while running (else when the broker next starts)."""
-    return name in RECONFIGURABLE
+    return name in RECONFIGURABLE or name in APPLIED_LIVE
+
+
+def _inter_broker_listener(config: KafkaConfig) -> str:
+    named = config["inter.broker.listener.name"]
+    if named:
+        return str(named).upper()
+    protocol = config["security.inter.broker.protocol"]
+    return next(
+        (e.listener for e in config.listeners if e.security_protocol == protocol),
+        config.listeners[0].listener,
+    )
 
 
 def _names(names: set[str] | list[str]) -> str:
@@ -220,6 +277,8 @@ class DynamicBrokerConfig:
         self.static: dict[str, str] = {k: str(v) for k, v in config.originals.items()}
         self.cluster_default: dict[str, str] = {}  # /config/brokers/<default>
         self.per_broker: dict[str, str] = {}  # /config/brokers/<broker.id>
+        self.current = config  # the configuration in force (server.properties under the overrides)
+        self.reconfigurables: list[Reconfigurable] = []
 
     def effective_props(self) -> dict[str, str]:
         return {**self.static, **self.cluster_default, **self.per_broker}
@@ -288,6 +347,7 @@ class DynamicBrokerConfig:
         current = (
             KafkaConfig(self.effective_props()) if (self.cluster_default or self.per_broker) else self.config
         )
+        _validate_listeners(current, new)
         for name in sorted(THREAD_POOLS & set(props)):
             old, value = current[name], new[name]
             if value == old:
@@ -300,6 +360,25 @@ class DynamicBrokerConfig:
                     f"{problem}, value should not be greater than double the current value {old}"
                 )
 
+    async def reconfigure(self) -> None:
+        """Applies the overrides as they now stand: the new configuration goes to every reconfigurable
+        with the one it replaces (each changes what it owns if its settings differ). An override set that
+        no longer makes a valid configuration is logged and the configuration in force kept."""
+        try:
+            new = KafkaConfig(self.effective_props())
+        except ConfigError as e:
+            log.error("dynamic broker configs make an invalid configuration; not applied: %s", e)
+            return
+        new.originals = dict(self.config.originals)
+        old, self.current = self.current, new
+        for reconfigurable in list(self.reconfigurables):
+            try:
+                result = reconfigurable(old, new)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("applying dynamic broker configs failed (%r)", reconfigurable)
+
     def log_changes(self, before: Mapping[str, str], after: Mapping[str, str], scope: str) -> None:
         """Says, for each setting changed, whether it applies now or when the broker restarts."""
         for name in sorted(set(before) | set(after)):
@@ -308,6 +387,14 @@ class DynamicBrokerConfig:
             shown = "[hidden]" if is_password(name) else after.get(name, "(deleted)")
             if applied_at_once(name):
                 log.info("dynamic broker config %s (%s) = %s: applied now", name, scope, shown)
+            elif name in NO_EFFECT:
+                log.warning(
+                    "dynamic broker config %s (%s) = %s: stored; no effect in Samsa, which has no such "
+                    "thread pool (its network I/O and periodic work run on one event loop)",
+                    name,
+                    scope,
+                    shown,
+                )
             elif name not in BROKER_CONFIG.keys and base_name(name) not in BROKER_CONFIG.keys:
                 log.warning(
                     "dynamic broker config %s (%s) = %s: stored; a Kafka setting Samsa does not implement",
@@ -322,6 +409,22 @@ class DynamicBrokerConfig:
                     scope,
                     shown,
                 )
+
+
+def _validate_listeners(old: KafkaConfig, new: KafkaConfig) -> None:
+    """Kafka's DynamicListenerConfig.validateReconfiguration (the rest KafkaConfig itself checks)."""
+    old_protocols = {e.listener: e.security_protocol for e in old.listeners}
+    for endpoint in new.listeners:
+        before = old_protocols.get(endpoint.listener)
+        if before is not None and before != endpoint.security_protocol:
+            raise DynamicConfigError(
+                f"Security protocol cannot be updated for existing listener {endpoint.listener}"
+            )
+    inter_broker = _inter_broker_listener(new)
+    if inter_broker not in {e.listener for e in new.advertised_listeners}:
+        raise DynamicConfigError(
+            f"Advertised listener must be specified for inter-broker listener {inter_broker}"
+        )
 
 
 async def with_dynamic_overrides(zk: ZkClient, config: KafkaConfig) -> KafkaConfig:

@@ -16,6 +16,8 @@ import signal
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from broker.admin_apis import AdminApis
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.config import KafkaConfig
@@ -229,6 +231,7 @@ class KafkaServer:
             per_ip_overrides=config.max_connections_per_ip_overrides,
         )
         self._registration = self._advertise(metadata_cache, sockets.bound_ports)
+        admin.dynamic.reconfigurables.append(self._reconfigure)  # dynamic broker configs applied live
 
         await admin.start()
         groups.startup()
@@ -285,6 +288,36 @@ class KafkaServer:
         )
         return ReplicaFetcherManager(settings, config["num.replica.fetchers"])
 
+    async def _reconfigure(self, old: KafkaConfig, new: KafkaConfig) -> None:
+        """Dynamic broker configs applied live (broker/dynamic_config.py): connection limits and
+        num.io.threads, the cleaner, listeners added or removed, and the advertised endpoints rewritten
+        in /brokers/ids/<id> (Kafka's DynamicListenerConfig.reconfigure and updateBrokerInfo)."""
+        sockets, logs, replicas = self.socket_server, self.log_manager, self.replica_manager
+        assert sockets is not None and logs is not None and replicas is not None and self.zk is not None
+        self.config = new
+        sockets.reconfigure(
+            new["max.connections"],
+            new["max.connections.per.ip"],
+            new.max_connections_per_ip_overrides,
+            new["num.io.threads"],
+        )
+        logs.cleaner.reconfigure(
+            new["log.cleaner.threads"], new["log.cleaner.dedupe.buffer.size"], new["log.cleaner.backoff.ms"]
+        )
+        old_names = {e.listener for e in old.listeners}
+        new_names = {e.listener for e in new.listeners}
+        if old_names - new_names:
+            await sockets.remove_listeners(old_names - new_names)
+        sockets.add_listeners([e for e in new.listeners if e.listener not in old_names])
+        if old_names == new_names and old.advertised_listeners == new.advertised_listeners:
+            return
+        self._registration = self._advertise(replicas.metadata_cache, sockets.bound_ports)
+        try:
+            await self.zk.set(znodes.broker_path(self.broker_id), self._registration.encode())
+        except NoNodeError:
+            return  # the session was lost: the registration made again under the new one is the new one
+        log.info("%s registration updated: advertised %s", self.prefix, self._registration.endpoints)
+
     def _advertise(
         self, metadata_cache: MetadataCache, bound_ports: dict[str, int]
     ) -> znodes.BrokerRegistration:
@@ -292,7 +325,10 @@ class KafkaServer:
         bound) and rack. Until the controller's first UpdateMetadata, the broker knows of itself only."""
         endpoints: dict[str, BrokerEndpoint] = {}
         protocols: dict[str, str] = {}
+        advertised_names = {e.listener for e in self.config.advertised_listeners}
         for listener, port in bound_ports.items():
+            if listener not in advertised_names:
+                continue  # a listener not advertised (advertised.listeners names a subset)
             advertised = self.config.advertised_endpoint(listener, port)
             endpoints[listener] = BrokerEndpoint(advertised.host, advertised.port)
             protocols[listener] = advertised.security_protocol

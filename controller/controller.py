@@ -112,6 +112,7 @@ class KafkaController:
         self._reign: _Reign | None = None
         self.active_controller_id = -1
         self._watched_topics: set[str] = set()
+        self._watched_brokers: set[int] = set()
         self._watching = False
         self._handlers: dict[type, Callable[[ControllerEvent], Awaitable[None]]] = {
             Startup: self._on_startup,
@@ -393,6 +394,8 @@ class KafkaController:
         reign = self._active()
         context = reign.context
         context.live_brokers = await self.zk.live_brokers()
+        for broker_id in context.live_brokers:
+            self._watch_broker(broker_id)
         await self._add_topics(await self.zk.topics())
         states = await self.zk.partition_states(context.all_partitions())
         context.leadership = {tp: s for tp, s in states.items() if s is not None}
@@ -450,6 +453,16 @@ class KafkaController:
             await self.zk.delete_topic_deletions(unknown, context.epoch_zk_version)
         return queued - unknown
 
+    def _watch_broker(self, broker_id: int) -> None:
+        # A rewritten registration (same session) changes no child of /brokers/ids: a data watch per
+        # broker (Kafka's BrokerModificationsHandler), one for the life of the process like the topics'.
+        if broker_id in self._watched_brokers:
+            return
+        self._watched_brokers.add(broker_id)
+        self._zk_client.watch_data(
+            znodes.broker_path(broker_id), lambda data, stat: self._put_if_active(BrokerChange())
+        )
+
     def _watch_topic(self, topic: str) -> None:
         # kazoo's data watches cannot be removed; one per topic for the life of the process, ignored
         # while standing by.
@@ -494,6 +507,20 @@ class KafkaController:
         new = sorted(current.keys() - known.keys())
         dead = sorted(known.keys() - current.keys())
         bounced = sorted(b for b in current.keys() & known.keys() if current[b].epoch > known[b].epoch)
+        # Kafka's BrokerModifications: the same registration rewritten (dynamic advertised.listeners).
+        modified = sorted(
+            b
+            for b in current.keys() & known.keys()
+            if current[b].epoch == known[b].epoch and current[b].registration != known[b].registration
+        )
+        for broker_id in current:
+            self._watch_broker(broker_id)
+        if modified:
+            log.info("%s broker modifications: %s", self.prefix, [current[b].registration for b in modified])
+            context.live_brokers.update({b: current[b] for b in modified})
+            reign.batch.new_batch()  # every broker learns the new endpoints (Kafka's onBrokerUpdate)
+            reign.batch.add_update_metadata(context.live_or_shutting_down_broker_ids, [])
+            reign.batch.send()
         if not (new or dead or bounced):
             return
         log.info(

@@ -2,7 +2,9 @@
 
 ``max.connections`` holds accepting back (new connections wait in the listen backlog, as in Kafka) until
 a connection closes; ``max.connections.per.ip`` (and its overrides) closes a new connection from an
-address that already has its share.
+address that already has its share. The three limits change at runtime (``ConnectionQuotas.update``,
+Kafka's dynamic ConnectionQuotas): they apply to the next connection accepted; connections already open
+stay open, as in Kafka.
 """
 
 from __future__ import annotations
@@ -31,6 +33,20 @@ class ConnectionQuotas:
         self.total = 0
         self.per_ip: Counter[str] = Counter()
         self._slot_freed = asyncio.Event()
+
+    def update(self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int]) -> None:
+        """New limits from dynamic broker configs; a higher max.connections lets waiting acceptors on."""
+        limits = (max_connections, max_per_ip, dict(per_ip_overrides))
+        if limits != (self.max_connections, self.max_per_ip, self.per_ip_overrides):
+            log.info(
+                "connection limits now max.connections=%d max.connections.per.ip=%d "
+                "max.connections.per.ip.overrides=%s",
+                *limits,
+            )
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides)
+        self._slot_freed.set()
 
     def ip_allowed(self, ip: str) -> bool:
         return self.per_ip[ip] < self.per_ip_overrides.get(ip, self.max_per_ip)

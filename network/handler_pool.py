@@ -52,16 +52,35 @@ class KafkaRequestHandlerPool:
         self._channel = channel
         self._apis = apis
         self._num_threads = num_threads
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: dict[int, asyncio.Task] = {}  # worker index -> its task
+        self._started = False
+
+    @property
+    def size(self) -> int:
+        return self._num_threads
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._run(), name=f"request-handler-{i}") for i in range(self._num_threads)
-        ]
+        self._started = True
+        self._fill()
 
-    async def _run(self) -> None:
-        while True:
+    def _fill(self) -> None:
+        loop = asyncio.get_running_loop()
+        for i in range(self._num_threads):
+            task = self._tasks.get(i)
+            if task is None or task.done():
+                self._tasks[i] = loop.create_task(self._run(i), name=f"request-handler-{i}")
+
+    def resize(self, num_threads: int) -> None:
+        """``num.io.threads`` changed at runtime (Kafka's KafkaRequestHandlerPool.resizeThreadPool).
+        New workers start at once; a worker beyond the new number stops after the request it handles
+        (one waiting for a request handles the next one first: nothing is cut short)."""
+        old, self._num_threads = self._num_threads, num_threads
+        if self._started and num_threads != old:
+            self._fill()
+            log.info("request handler pool resized from %d to %d workers (num.io.threads)", old, num_threads)
+
+    async def _run(self, index: int) -> None:
+        while index < self._num_threads:
             request = await self._channel.receive_request()
             connection = request.connection
             try:
@@ -75,10 +94,13 @@ class KafkaRequestHandlerPool:
                 else:
                     connection.complete(request, response)
             connection.handled(request)
+        if self._tasks.get(index) is asyncio.current_task():
+            del self._tasks[index]
 
     async def shutdown(self) -> None:
-        await cancel_and_wait(self._tasks)
-        self._tasks = []
+        tasks, self._tasks = list(self._tasks.values()), {}
+        self._started = False
+        await cancel_and_wait(tasks)
 
 
 def _log_failure(request: Request) -> None:

@@ -402,3 +402,9 @@ class Processor:
     def close_all(self) -> None:
         for connection in list(self.connections):
             connection.close()
+
+    def close_listener(self, listeners: set[str]) -> None:
+        """Closes the connections accepted on these listeners (they were removed at runtime)."""
+        for connection in list(self.connections):
+            if connection.listener in listeners:
+                connection.close()

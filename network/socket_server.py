@@ -3,10 +3,16 @@
 It binds an acceptor per listener, creates the processors, the memory pool they share
 (``queued.max.request.bytes``), the request channel and the handler pool feeding the process's request
 handler, closes idle connections and those that leave a request half sent, and hands the memory of
-closed connections back to the system. ``start_processing`` lets
-requests in (a broker does that only once it is registered); ``shutdown`` stops accepting, closes the
-connections and stops the handlers. ``run_until_signalled`` runs a server process from its start to
-SIGTERM or SIGINT and its shutdown; a second signal ends it at once.
+closed connections back to the system. ``start_processing`` lets requests in (a broker does that only
+once it is registered); ``shutdown`` stops accepting, closes the connections and stops the handlers.
+``run_until_signalled`` runs a server process from its start to SIGTERM or SIGINT and its shutdown; a
+second signal ends it at once.
+
+Dynamic broker configs (Kafka's SocketServer reconfigurables): ``reconfigure`` applies the connection
+limits and ``num.io.threads`` (the handler pool's workers); ``add_listeners`` / ``remove_listeners``
+bind a new listener (accepting at once) or close a removed one with its connections.
+``num.network.threads`` has no effect at runtime: every processor shares the one event loop, so their
+number does not change how much network I/O is done in parallel.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from network.memory_pool import MemoryPool
 from network.processor import Processor
 from network.request_channel import RequestChannel
 from protocol.api import Api
-from server_common.config import ServerConfig
+from server_common.config import Endpoint, ServerConfig
 from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -55,22 +61,21 @@ class SocketServer:
         self.memory = MemoryPool(config["queued.max.request.bytes"])
         channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, handler, config["num.io.threads"])
-        quotas = ConnectionQuotas(
+        quotas = self.quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"], per_ip_overrides or {}
         )
+        self._socket_settings = (
+            config["socket.listen.backlog.size"],
+            config["socket.send.buffer.bytes"],
+            config["socket.receive.buffer.bytes"],
+        )
+        self._processing = False
         self.processors = [
             Processor(i, channel, supported, config["socket.request.max.bytes"], quotas.closed, self.memory)
             for i in range(config["num.network.threads"])
         ]
         self.acceptors = [
-            Acceptor(
-                endpoint,
-                self.processors,
-                quotas,
-                config["socket.listen.backlog.size"],
-                config["socket.send.buffer.bytes"],
-                config["socket.receive.buffer.bytes"],
-            )
+            Acceptor(endpoint, self.processors, quotas, *self._socket_settings)
             for endpoint in config.listeners
         ]
         self._housekeeping: asyncio.Task | None = None
@@ -84,7 +89,44 @@ class SocketServer:
     def describe(self) -> str:
         return ", ".join(f"{a.endpoint.listener}://{a.endpoint.host}:{a.port}" for a in self.acceptors)
 
+    @property
+    def num_io_threads(self) -> int:
+        return self._handler_pool.size
+
+    def reconfigure(
+        self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int], num_io_threads: int
+    ) -> None:
+        """New connection limits and handler pool size (dynamic broker configs)."""
+        self.quotas.update(max_connections, max_per_ip, per_ip_overrides)
+        self._handler_pool.resize(num_io_threads)
+
+    def add_listeners(self, endpoints: list[Endpoint]) -> None:
+        """Binds and (once processing) starts an acceptor per new listener (Kafka's addListeners)."""
+        for endpoint in endpoints:
+            try:
+                acceptor = Acceptor(endpoint, self.processors, self.quotas, *self._socket_settings)
+            except OSError as e:  # e.g. the port is taken: the other changes still apply
+                log.error(
+                    "listener %s://%s:%d not added: %s", endpoint.listener, endpoint.host, endpoint.port, e
+                )
+                continue
+            self.acceptors.append(acceptor)
+            if self._processing:
+                acceptor.start()
+            log.info("listener %s://%s:%d added", endpoint.listener, endpoint.host, acceptor.port)
+
+    async def remove_listeners(self, names: set[str]) -> None:
+        """Stops accepting on these listeners and closes their connections (Kafka's removeListeners)."""
+        removed = [a for a in self.acceptors if a.endpoint.listener in names]
+        self.acceptors = [a for a in self.acceptors if a.endpoint.listener not in names]
+        for acceptor in removed:
+            await acceptor.close()
+            log.info("listener %s removed", acceptor.endpoint.listener)
+        for processor in self.processors:
+            processor.close_listener(names)
+
     def start_processing(self) -> None:
+        self._processing = True
         self._handler_pool.start()
         for acceptor in self.acceptors:
             acceptor.start()

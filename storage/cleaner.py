@@ -98,6 +98,8 @@ class LogCleaner:
         self._time_ms = time_ms
         self._checkpoint_lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set on shutdown or reconfigure: a backing-off thread looks again
+        self._num_threads = 0
         self._threads: list[threading.Thread] = []
         self._delete_horizons: dict[str, int] = {}  # log dir -> earliest delete horizon written
         self.last_stats: CleanerStats | None = None
@@ -216,23 +218,52 @@ class LogCleaner:
     def start(self, num_threads: int = 1) -> None:
         """Runs cleaner threads (log.cleaner.threads) until shutdown()."""
         self._stop.clear()
-        for i in range(num_threads):
-            thread = threading.Thread(target=self._run, name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+        self._num_threads = num_threads
+        self._start_threads()
+
+    def _start_threads(self) -> None:
+        alive = {int(t.name.rsplit("-", 1)[1]) for t in self._threads if t.is_alive()}
+        self._threads = [t for t in self._threads if t.is_alive()]
+        for i in range(self._num_threads):
+            if i in alive:
+                continue
+            thread = threading.Thread(
+                target=self._run, args=(i,), name=f"kafka-log-cleaner-thread-{i}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def reconfigure(self, num_threads: int, dedupe_buffer_size: int, backoff_ms: int) -> None:
+        """Dynamic broker configs (Kafka's LogCleaner.reconfigure): log.cleaner.backoff.ms and
+        log.cleaner.dedupe.buffer.size apply from the next cleaning; log.cleaner.threads starts threads
+        at once, and a thread beyond the new number stops after the cleaning it is doing (a cleaning is
+        never cut short). Does nothing to the threads of a cleaner not started (log.cleaner.enable)."""
+        self.max_map_entries = max(1, dedupe_buffer_size // 24)
+        self.backoff_ms = backoff_ms
+        if num_threads == self._num_threads:
+            return
+        old, self._num_threads = self._num_threads, num_threads
+        self._wake.set()  # threads waiting out the backoff look at their number again
+        if self._threads and not self._stop.is_set():
+            self._start_threads()
+            log.info("log cleaner threads: %d -> %d", old, num_threads)
+
+    def _run(self, index: int = 0) -> None:
+        while not self._stop.is_set() and index < self._num_threads:
             try:
                 stats = self.clean_once()
             except Exception:
                 log.exception("Log cleaner failed; backing off")
                 stats = None
             if stats is None:
-                self._stop.wait(self.backoff_ms / 1000)
+                self._wake.clear()
+                if self._stop.is_set() or index >= self._num_threads:
+                    break
+                self._wake.wait(self.backoff_ms / 1000)
 
     def shutdown(self) -> None:
         self._stop.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join()
         self._threads.clear()
