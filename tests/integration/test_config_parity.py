@@ -1,9 +1,10 @@
 """Kafka 3.9 parity of configuration on a real broker, with real clients: a broker started with Kafka 3.9's
 ``server.properties`` plus Kafka settings Samsa does not implement starts and names each once; a typo
 still stops it; confluent-kafka's AdminClient changes the settings Kafka marks dynamic, per broker and at
-the cluster default, which land in ZooKeeper as Kafka writes them (and apply: test_dynamic_broker_configs); an empty
-``cleanup.policy``; the authorized operations Metadata and DescribeCluster report without an authorizer;
-and the oldest versions of CreateTopics, DeleteTopics and DescribeConfigs Kafka 3.9 serves."""
+the cluster default, which land in ZooKeeper as Kafka writes them (test_dynamic_broker_configs shows them
+applied); an empty ``cleanup.policy``; the authorized operations Metadata and DescribeCluster report
+without an authorizer; and the oldest versions of CreateTopics, DeleteTopics and DescribeConfigs Kafka
+3.9 serves."""
 
 from __future__ import annotations
 
