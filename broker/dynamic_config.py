@@ -32,6 +32,8 @@ DynamicBrokerConfig.updateCurrentConfig does):
 - ``max.connections``, ``max.connections.per.ip``, ``max.connections.per.ip.overrides``: from the next
   connection accepted (open connections stay);
 - ``num.io.threads``: workers added, or removed after the request they handle;
+- ``num.replica.fetchers``: partitions whose fetcher changes move to it, fetchers beyond the number stop
+  (Kafka's resizeThreadPool);
 - ``log.cleaner.threads``, ``log.cleaner.backoff.ms``, ``log.cleaner.dedupe.buffer.size``: the cleaner's
   threads started or retired after their cleaning, the others from the next cleaning.
 
@@ -39,10 +41,9 @@ Accepted and stored but without effect, because Samsa has no such structure: ``n
 (every processor runs on the one event loop) and ``background.threads`` (periodic work runs as event-loop
 tasks and in the default executor). Applied when the broker next starts (at startup the broker reads
 its dynamic settings from ZooKeeper before it builds anything: ``with_dynamic_overrides``, Kafka's
-DynamicBrokerConfig.initialize): ``num.replica.fetchers`` (partitions are dealt to fetchers by it; Samsa
-does not yet move them between running fetchers as Kafka's resizeThreadPool does),
-``num.recovery.threads.per.data.dir`` (Samsa recovers logs only at startup), ``producer.id.expiration.ms``
-and ``transaction.partition.verification.enable`` (given to each log when it is loaded). Settings Kafka
+DynamicBrokerConfig.initialize): ``num.recovery.threads.per.data.dir`` (Samsa recovers logs only at
+startup), ``producer.id.expiration.ms`` and ``transaction.partition.verification.enable`` (given to each
+log when it is loaded). Settings Kafka
 knows and Samsa does not implement (the SSL/SASL ones, ``log.cleaner.io.*``,
 ``max.connection.creation.rate``, metric reporters, remote storage) are accepted, stored, reported and
 ignored, as the same names in server.properties are. Each change is logged saying which of these it is.
@@ -239,6 +240,7 @@ APPLIED_LIVE: frozenset[str] = frozenset(
         "max.connections.per.ip",
         "max.connections.per.ip.overrides",
         "num.io.threads",
+        "num.replica.fetchers",
         "log.cleaner.threads",
         "log.cleaner.backoff.ms",
         "log.cleaner.dedupe.buffer.size",

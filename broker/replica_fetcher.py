@@ -207,6 +207,9 @@ class ReplicaFetcher:
     def remove(self, key: TopicPartition) -> None:
         self._partitions.pop(key, None)
 
+    def partitions(self) -> list[Partition]:
+        return [state.partition for state in self._partitions.values()]
+
     def __len__(self) -> int:
         return len(self._partitions)
 
@@ -493,10 +496,7 @@ class ReplicaFetcherManager:
         fetcher_key = (partition.leader_id, self._index(partition.key))
         fetcher = self._fetchers.get(fetcher_key)
         if fetcher is not None and fetcher.endpoint != (host, port):
-            self._fetchers.pop(fetcher_key)  # the leader broker moved: a new connection
-            task = asyncio.get_running_loop().create_task(fetcher.shutdown())
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+            self._retire(fetcher_key)  # the leader broker moved: a new connection
             fetcher = None
         if fetcher is None:
             name = f"ReplicaFetcher-{self.settings.broker_id}-{fetcher_key[1]}-leader-{partition.leader_id}"
@@ -505,6 +505,27 @@ class ReplicaFetcherManager:
             )
         fetcher.add(partition)
         self._owner[partition.key] = fetcher_key
+
+    def _retire(self, fetcher_key: tuple[int, int]) -> None:
+        fetcher = self._fetchers.pop(fetcher_key)
+        task = asyncio.get_running_loop().create_task(fetcher.shutdown())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    def resize(self, num_fetchers: int) -> None:
+        """``num.replica.fetchers`` changed at run time (Kafka's resizeThreadPool): each partition whose
+        fetcher index changes moves to its new fetcher (truncating first, as any partition added does),
+        and the fetchers beyond the new number stop."""
+        if num_fetchers == self.num_fetchers:
+            return
+        log.info("replica fetchers per leader: %d -> %d", self.num_fetchers, num_fetchers)
+        self.num_fetchers = num_fetchers
+        for (_, index), fetcher in list(self._fetchers.items()):
+            for partition in fetcher.partitions():
+                if self._index(partition.key) != index:
+                    self.add_partition(partition, *fetcher.endpoint)
+        for fetcher_key in [k for k in self._fetchers if k[1] >= num_fetchers]:
+            self._retire(fetcher_key)
 
     def remove_partition(self, key: TopicPartition) -> None:
         fetcher_key = self._owner.pop(key, None)

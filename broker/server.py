@@ -290,8 +290,9 @@ class KafkaServer:
 
     async def _reconfigure(self, old: KafkaConfig, new: KafkaConfig) -> None:
         """Dynamic broker configs applied live (broker/dynamic_config.py): connection limits and
-        num.io.threads, the cleaner, listeners added or removed, and the advertised endpoints rewritten
-        in /brokers/ids/<id> (Kafka's DynamicListenerConfig.reconfigure and updateBrokerInfo)."""
+        num.io.threads, the cleaner, num.replica.fetchers, listeners added or removed, and the advertised
+        endpoints rewritten in /brokers/ids/<id> (Kafka's DynamicListenerConfig.reconfigure and
+        updateBrokerInfo)."""
         sockets, logs, replicas = self.socket_server, self.log_manager, self.replica_manager
         assert sockets is not None and logs is not None and replicas is not None and self.zk is not None
         self.config = new
@@ -304,6 +305,8 @@ class KafkaServer:
         logs.cleaner.reconfigure(
             new["log.cleaner.threads"], new["log.cleaner.dedupe.buffer.size"], new["log.cleaner.backoff.ms"]
         )
+        if replicas.fetchers is not None:
+            replicas.fetchers.resize(new["num.replica.fetchers"])
         old_names = {e.listener for e in old.listeners}
         new_names = {e.listener for e in new.listeners}
         if old_names - new_names:

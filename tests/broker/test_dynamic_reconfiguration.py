@@ -20,6 +20,7 @@ from broker.dynamic_config import (
     DynamicConfigError,
     applied_at_once,
 )
+from broker.replica_fetcher import FetchSettings, ReplicaFetcher, ReplicaFetcherManager
 from network.acceptor import ConnectionQuotas
 from network.handler_pool import KafkaRequestHandlerPool
 from network.request_channel import RequestChannel
@@ -234,7 +235,7 @@ def test_what_applies_at_once_is_named() -> None:
         "message.max.bytes",
     ):
         assert applied_at_once(name), name
-    for name in ("num.network.threads", "background.threads", "num.replica.fetchers"):
+    for name in ("num.network.threads", "background.threads", "num.recovery.threads.per.data.dir"):
         assert not applied_at_once(name), name
 
 
@@ -258,3 +259,41 @@ async def test_a_listener_whose_port_is_taken_is_not_added_and_the_rest_still_ar
     finally:
         taken.close()
         await server.shutdown()
+
+
+class _Followed:
+    """What the fetcher manager reads of a followed partition."""
+
+    def __init__(self, partition: int) -> None:
+        self.key = ("resized", partition)
+        self.leader_id = 2
+        self.leader_epoch = 0
+
+
+async def test_replica_fetchers_resize_moves_partitions_and_stops_the_fetchers_beyond(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def idle(self: ReplicaFetcher) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(ReplicaFetcher, "_run", idle)
+    manager = ReplicaFetcherManager(FetchSettings(1, 500, 1, 10_000_000, 1_000_000, 1000, 30_000), 1)
+    partitions = [_Followed(p) for p in range(8)]
+    for partition in partitions:
+        manager.add_partition(partition, "127.0.0.1", 1)  # type: ignore[arg-type]
+
+    def fetchers_of() -> dict[tuple[str, int], int]:
+        return {key: index for key, (_, index) in manager._owner.items()}
+
+    assert set(fetchers_of().values()) == {0}
+    manager.resize(2)
+    assert fetchers_of() == {p.key: manager._index(p.key) for p in partitions}
+    assert set(fetchers_of().values()) == {0, 1}  # some moved to the new fetcher
+    assert sorted(len(f) for f in manager._fetchers.values()) == sorted(
+        list(fetchers_of().values()).count(i) for i in (0, 1)
+    )
+    manager.resize(1)
+    assert set(fetchers_of().values()) == {0} and list(manager._fetchers) == [(2, 0)]
+    assert len(manager._fetchers[(2, 0)]) == 8
+    await manager.shutdown()
+    await asyncio.gather(*manager._retiring)

@@ -188,7 +188,7 @@ def test_lowered_max_connections_per_ip_refuses_the_connection_beyond_it(two_bro
             sock.close()
 
 
-def test_num_io_threads_and_cleaner_threads_change_while_serving(two_brokers: Cluster) -> None:
+def test_io_threads_cleaner_threads_and_replica_fetchers_change_while_serving(two_brokers: Cluster) -> None:
     from confluent_kafka import Consumer, Producer
 
     broker = two_brokers.broker(1)
@@ -203,6 +203,14 @@ def test_num_io_threads_and_cleaner_threads_change_while_serving(two_brokers: Cl
     wait_until(
         lambda: "resized from 16 to 8 workers" in broker.log_path.read_text(), "the handler pool to shrink"
     )
+    # Whichever broker follows the partition: its replica fetchers are resized while it replicates.
+    for broker_id in (1, 2):
+        alter_broker(two_brokers, broker_id, num_replica_fetchers="2")
+        log_path = two_brokers.broker(broker_id).log_path
+        wait_until(
+            lambda path=log_path: "replica fetchers per leader: 1 -> 2" in path.read_text(),
+            f"broker {broker_id}'s replica fetchers to grow",
+        )
     producer = Producer({"bootstrap.servers": two_brokers.bootstrap, "acks": "all"})
     for i in range(100):
         producer.produce(topic, key=str(i).encode(), value=b"v%d" % i)
@@ -225,7 +233,8 @@ def test_num_io_threads_and_cleaner_threads_change_while_serving(two_brokers: Cl
         assert got == [b"v%d" % i for i in range(100)]
     finally:
         consumer.close()
-        alter_broker(two_brokers, 1, num_io_threads=None, log_cleaner_threads=None)
+        alter_broker(two_brokers, 1, num_io_threads=None, log_cleaner_threads=None, num_replica_fetchers=None)
+        alter_broker(two_brokers, 2, num_replica_fetchers=None)
 
 
 def alter_cluster_default(cluster: Cluster, **changes: str | None) -> None:
