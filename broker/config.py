@@ -15,6 +15,7 @@ from typing import Any
 from server_common.config import (
     INT_MAX,
     LONG_MAX,
+    SECURITY_PROTOCOLS,
     ConfigDef,
     ConfigError,
     ConfigType,
@@ -22,6 +23,7 @@ from server_common.config import (
     at_least,
     one_of,
 )
+from server_common.security_config import define_security
 from storage.config import COMPRESSION_TYPES, CREATE_TIME, LOG_APPEND_TIME, LogConfig
 
 _B, _S, _I, _L, _D, _LIST, _P = (
@@ -54,7 +56,7 @@ BROKER_CONFIG = (
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     )
     .define("inter.broker.listener.name", _S, None)
-    .define("security.inter.broker.protocol", _S, "PLAINTEXT", one_of("PLAINTEXT", "SASL_PLAINTEXT"))
+    .define("security.inter.broker.protocol", _S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS))
     .define("reserved.broker.max.id", _I, 1000, _NON_NEGATIVE)
     .define("broker.id.generation.enable", _B, True)
     # network and request handling
@@ -197,11 +199,13 @@ BROKER_CONFIG = (
     .define("transaction.remove.expired.transaction.cleanup.interval.ms", _I, 3600000, _POSITIVE)
     .define("producer.id.expiration.ms", _I, 86400000, _NON_NEGATIVE)
     .define("transaction.partition.verification.enable", _B, True)
-    # SASL
-    .define("sasl.enabled.mechanisms", _LIST, "GSSAPI")
-    .define("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI")
     .define("listener.name.sasl_plaintext.plain.sasl.jaas.config", _P, None)
+    # authorization (Kafka's AclAuthorizer reads these from the broker's configuration)
+    .define("authorizer.class.name", _S, "")
+    .define("super.users", _S, None)
+    .define("allow.everyone.if.no.acl.found", _B, False)
 )
+define_security(BROKER_CONFIG)
 
 
 class KafkaConfig(ServerConfig):

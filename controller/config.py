@@ -15,7 +15,7 @@ from typing import Any
 
 from server_common.config import (
     INT_MAX,
-    SUPPORTED_SECURITY_PROTOCOLS,
+    SECURITY_PROTOCOLS,
     ConfigDef,
     ConfigError,
     ConfigType,
@@ -23,6 +23,7 @@ from server_common.config import (
     at_least,
     one_of,
 )
+from server_common.security_config import define_security
 
 _B, _S, _I, _L, _LIST = (
     ConfigType.BOOLEAN,
@@ -47,7 +48,7 @@ CONTROLLER_CONFIG = (
     )
     # how the controller reaches the brokers: the listener of theirs it connects to
     .define("inter.broker.listener.name", _S, None)
-    .define("security.inter.broker.protocol", _S, "PLAINTEXT", one_of("PLAINTEXT"))
+    .define("security.inter.broker.protocol", _S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS))
     .define("controller.socket.timeout.ms", _I, 30000, _POSITIVE)
     # ZooKeeper
     .define("zookeeper.connect", _S, None)
@@ -71,7 +72,12 @@ CONTROLLER_CONFIG = (
     .define("socket.listen.backlog.size", _I, 50, _POSITIVE)
     .define("max.connections", _I, INT_MAX, _NON_NEGATIVE)
     .define("max.connections.per.ip", _I, INT_MAX, _NON_NEGATIVE)
+    # only brokers may call the controller: super.users, or ClusterAction ACLs when an authorizer is set
+    .define("authorizer.class.name", _S, "")
+    .define("super.users", _S, None)
+    .define("allow.everyone.if.no.acl.found", _B, False)
 )
+define_security(CONTROLLER_CONFIG)
 
 
 class ControllerConfig(ServerConfig):
@@ -90,7 +96,7 @@ class ControllerConfig(ServerConfig):
                 raise ConfigError(
                     f"inter.broker.listener.name: {name} has no entry in listener.security.protocol.map"
                 )
-            if self.protocol_map[name] not in SUPPORTED_SECURITY_PROTOCOLS:
+            if self.protocol_map[name] not in SECURITY_PROTOCOLS:
                 raise ConfigError(f"inter.broker.listener.name: {name} maps to {self.protocol_map[name]}")
         self.inter_broker_listener = name
         self.inter_broker_protocol: str = self._values["security.inter.broker.protocol"]

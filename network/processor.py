@@ -32,6 +32,7 @@ from protocol.frame import decode_request, encode_response, peek_request
 from protocol.framing import BadFrameSize, Frame, FrameReader, NeedBuffer
 from protocol.messages import Message
 from protocol.primitives import DecodeError, EncodeError
+from server_common.principal import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class Connection(asyncio.BufferedProtocol):
         self.listener = listener
         self.client_ip = client_ip
         self.peer = client_ip
+        self.principal = ANONYMOUS  # who the connection is once authenticated (server_common.principal)
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
         self.closed = False

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from protocol.api import Api
+from server_common.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
     from network.processor import Connection
@@ -44,6 +45,15 @@ class Request:
     @property
     def listener(self) -> str:
         return self.connection.listener
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent the request (``User:ANONYMOUS`` on a listener without authentication)."""
+        return self.connection.principal
+
+    @property
+    def client_ip(self) -> str:
+        return self.connection.client_ip
 
 
 class RequestChannel:

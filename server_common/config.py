@@ -219,9 +219,25 @@ def is_kafka_setting(name: str) -> bool:
     return setting in KAFKA_BROKER_CONFIG_NAMES or setting.partition(".")[2] in KAFKA_BROKER_CONFIG_NAMES
 
 
+def listener_setting_name(name: str) -> str | None:
+    """The setting a per-listener ``listener.name.<listener>.[<mechanism>.]<setting>`` overrides."""
+    m = _PER_LISTENER.match(name)
+    if m is None:
+        return None
+    setting = m.group(1)
+    return setting if setting in KAFKA_BROKER_CONFIG_NAMES else setting.partition(".")[2] or None
+
+
 def unimplemented_settings(definition: ConfigDef, props: Iterable[str]) -> list[str]:
-    """The settings among ``props`` that Kafka knows and ``definition`` does not (Samsa ignores them)."""
-    return sorted(n for n in props if n not in definition.keys and is_kafka_setting(n))
+    """The settings among ``props`` that Kafka knows and ``definition`` does not (Samsa ignores them).
+    A per-listener setting counts as implemented when the setting it overrides is (``for_listener``)."""
+    return sorted(
+        n
+        for n in props
+        if n not in definition.keys
+        and is_kafka_setting(n)
+        and listener_setting_name(n) not in definition.keys
+    )
 
 
 def log_unimplemented(names: Iterable[str]) -> None:
@@ -236,7 +252,7 @@ def log_unimplemented(names: Iterable[str]) -> None:
 
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]+\]|[^:/\s]*):(-?\d+)$")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -300,8 +316,19 @@ class ServerConfig:
         # Kafka settings Samsa does not implement: accepted, logged once by name, ignored.
         self.unimplemented = unimplemented_settings(self.DEFINITION, props)
         log_unimplemented(self.unimplemented)
-        ignored = set(self.unimplemented)
+        keys = self.DEFINITION.keys
+        # Per-listener overrides are read by ``for_listener``; the rest are ignored.
+        ignored = set(self.unimplemented) | {
+            k for k in props if k not in keys and listener_setting_name(k) in keys
+        }
         self._values = self.DEFINITION.parse({k: v for k, v in props.items() if k not in ignored})
+        for name in ignored - set(self.unimplemented):
+            setting = listener_setting_name(name)
+            assert setting is not None
+            try:
+                keys[setting].parse(props[name])
+            except ValueError as e:
+                raise ConfigError(f"{name}={props[name]!r} is invalid: {e}") from None
         self.protocol_map: dict[str, str] = {}
         for item in self._values["listener.security.protocol.map"]:
             listener, _, protocol = item.partition(":")
@@ -312,10 +339,10 @@ class ServerConfig:
         if not self.listeners:
             raise ConfigError("listeners must name at least one listener")
         for endpoint in self.listeners:
-            if endpoint.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+            if endpoint.security_protocol not in SECURITY_PROTOCOLS:
                 raise ConfigError(
-                    f"listeners: {endpoint.listener} uses {endpoint.security_protocol}, which Samsa does not "
-                    f"support (supported: {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
+                    f"listeners: {endpoint.listener} uses {endpoint.security_protocol}, which is no security "
+                    f"protocol (one of {', '.join(SECURITY_PROTOCOLS)})"
                 )
         advertised = self._values["advertised.listeners"]
         self.advertised_listeners = (
@@ -340,6 +367,19 @@ class ServerConfig:
         return cls(props)
 
     def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def for_listener(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """A setting as one listener sees it: Kafka's ``listener.name.<listener>.[<mechanism>.]<name>``
+        (listener and mechanism lower-cased) over the plain ``<name>``, parsed with ``<name>``'s type."""
+        prefix = f"listener.name.{listener.lower()}."
+        names = [f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []
+        for key in [*names, prefix + name]:
+            if key in self.originals:
+                try:
+                    return self.DEFINITION.keys[name].parse(self.originals[key])
+                except ValueError as e:
+                    raise ConfigError(f"{key}={self.originals[key]!r} is invalid: {e}") from None
         return self._values[name]
 
     def advertised_endpoint(self, listener: str, bound_port: int = 0) -> Endpoint:

@@ -55,12 +55,10 @@ KAFKA_39_SERVER_PROPERTIES = {
 # Settings a production server.properties commonly adds that Samsa does not implement.
 KAFKA_SETTINGS_SAMSA_IGNORES = {
     "inter.broker.protocol.version": "3.9",
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:admin",
-    "ssl.keystore.location": "/etc/kafka/keystore.jks",
-    "ssl.keystore.password": "secret",
-    "listener.name.internal.ssl.keystore.location": "/etc/kafka/internal.jks",
-    "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "x required;",
+    "principal.builder.class": "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+    "ssl.keymanager.algorithm": "SunX509",
+    "listener.name.internal.ssl.engine.factory.class": "x.Factory",
+    "listener.name.sasl_ssl.scram-sha-512.sasl.login.callback.handler.class": "x.Handler",
     "metric.reporters": "",
     "num.replica.alter.log.dirs.threads": "2",
     "log.cleaner.io.buffer.size": "524288",

@@ -80,15 +80,10 @@ KAFKA_39: dict[int, tuple[int, int]] = {
 
 # Served by Kafka 3.9 but not (yet) by Samsa, with the issue that builds each.
 NOT_SERVED_YET: dict[int, str] = {
-    ApiKey.DESCRIBE_ACLS: "security (issue 19)",
-    ApiKey.CREATE_ACLS: "security (issue 19)",
-    ApiKey.DELETE_ACLS: "security (issue 19)",
     CREATE_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
     RENEW_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
     EXPIRE_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
     DESCRIBE_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "security (issue 19)",
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "security (issue 19)",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "quotas (issue 20)",
     ApiKey.ALTER_CLIENT_QUOTAS: "quotas (issue 20)",
 }
