@@ -426,13 +426,18 @@ def _walk_records(payload: BytesLike, header: BatchHeader, fields: bool) -> Reco
             count += 1
     except IndexError:
         p = end + 1
-    if p != end or count != declared:
+    _check_framed(header, p, end, count)
+    return found
+
+
+def _check_framed(header: BatchHeader, position: int, end: int, count: int) -> None:
+    """The records walked ended exactly at the payload's end, as many as the batch declares."""
+    if position != end or count != header.records_count:
         raise record_batch.CorruptRecordError(
-            f"the batch declares {declared} records but its "
+            f"the batch declares {header.records_count} records but its "
             f"{'decompressed ' if header.compression else ''}payload of {end} bytes does not hold them "
             f"({count} records framed)"
         )
-    return found
 
 
 def _create_times_within(payload: BytesLike, header: BatchHeader, low: int, high: int) -> bool:
@@ -475,12 +480,7 @@ def _create_times_within(payload: BytesLike, header: BatchHeader, low: int, high
             count += 1
     except IndexError:
         p = end + 1
-    if p != end or count != declared:
-        raise record_batch.CorruptRecordError(
-            f"the batch declares {declared} records but its "
-            f"{'decompressed ' if header.compression else ''}payload of {end} bytes does not hold them "
-            f"({count} records framed)"
-        )
+    _check_framed(header, p, end, count)
     base = header.base_timestamp
     return low <= base + smallest and base + largest <= high
 
