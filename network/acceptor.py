@@ -16,6 +16,7 @@ import socket
 from collections import Counter
 from collections.abc import Sequence
 
+from network.listener_security import PLAINTEXT, ListenerSecurity
 from network.processor import Processor
 from server_common.config import Endpoint
 from server_common.tasks import cancel_and_wait
@@ -102,8 +103,11 @@ class Acceptor:
         backlog: int,
         send_buffer: int,
         receive_buffer: int,
+        security: ListenerSecurity = PLAINTEXT,
     ) -> None:
+        """``security``: the listener's TLS context and SASL authenticator factory (PLAINTEXT: none)."""
         self.endpoint = endpoint
+        self.security = security
         self._processors = itertools.cycle(processors)
         self._quotas = quotas
         self._send_buffer = send_buffer
@@ -153,7 +157,7 @@ class Acceptor:
             return
         configure_accepted(sock, self._send_buffer, self._receive_buffer)
         self._quotas.opened(ip)
-        next(self._processors).accept(sock, self.endpoint.listener, ip)
+        next(self._processors).accept(sock, self.endpoint.listener, ip, self.security)
 
     async def close(self) -> None:
         await cancel_and_wait([self._task])

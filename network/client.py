@@ -17,17 +17,34 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import random
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from network.client_security import ClientSecurity
 from network.frame_buffers import FrameBuffers
-from protocol.api import Api
+from network.sasl_mechanisms import SaslFailure, sasl_client
+from protocol.api import Api, ApiKey, api
+from protocol.errors import ErrorCode
 from protocol.frame import decode_response, encode_request
 from protocol.framing import BadFrameSize, Frame, FrameReader, NeedBuffer
-from protocol.messages import Message
+from protocol.messages import Message, SaslAuthenticateRequest, SaslHandshakeRequest
 
 log = logging.getLogger(__name__)
+
+# The SASL step (Kafka's SaslClientAuthenticator): SaslHandshake v1, then SaslAuthenticate v1 (tokens in
+# Kafka requests, with the session lifetime of KIP-368) — versions every Kafka since 2.2 serves.
+_SASL_HANDSHAKE = api(ApiKey.SASL_HANDSHAKE)
+_SASL_AUTHENTICATE = api(ApiKey.SASL_AUTHENTICATE)
+_SASL_VERSION = 1
+# KIP-368: a client re-authenticates at a random point between 85% and 95% of the session's lifetime.
+_REAUTH_WINDOW = (0.85, 0.95)
+
+
+class SaslAuthenticationError(ConnectionError):
+    """The SASL exchange failed (wrong credentials, a mechanism the server does not enable)."""
 
 
 class _ResponseReader(asyncio.BufferedProtocol):
@@ -82,10 +99,14 @@ class NetworkClient:
         *,
         request_timeout: float = 30.0,
         connect_timeout: float = 10.0,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: the listener's security protocol and what the client needs for it (TLS
+        context, SASL credentials); None is PLAINTEXT."""
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security or ClientSecurity()
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._transport: asyncio.Transport | None = None
@@ -93,10 +114,13 @@ class NetworkClient:
         self._correlation_ids = itertools.count(1)
         self._connecting: asyncio.Lock = asyncio.Lock()
         self._frame_buffers = FrameBuffers()
+        # False while the connection authenticates (SASL): requests other than the exchange's wait.
+        self._ready = False
+        self._reauthenticate_at: float | None = None  # time.monotonic(), for a SASL session that expires
 
     @property
     def connected(self) -> bool:
-        return self._transport is not None and not self._transport.is_closing()
+        return self._ready and self._transport is not None and not self._transport.is_closing()
 
     async def _connect(self) -> None:
         async with self._connecting:
@@ -106,17 +130,103 @@ class NetworkClient:
             loop = asyncio.get_running_loop()
             # asyncio.timeout, never wait_for: Python 3.11's wait_for returns the operation's outcome when
             # a cancel arrives as it finishes, and a retry loop (the replica fetcher) then never ends.
+            security = self.security
             async with asyncio.timeout(self.connect_timeout):
-                transport, _ = await loop.create_connection(lambda: reader, self.host, self.port)
+                if security.ssl_context is not None:
+                    # The TLS handshake is part of the connect (and of its timeout); the server's
+                    # certificate must name self.host when the context checks host names.
+                    transport, _ = await loop.create_connection(
+                        lambda: reader,
+                        self.host,
+                        self.port,
+                        ssl=security.ssl_context,
+                        server_hostname=security.server_hostname(self.host),
+                        ssl_handshake_timeout=self.connect_timeout,
+                    )
+                else:
+                    transport, _ = await loop.create_connection(lambda: reader, self.host, self.port)
             self._transport = transport  # type: ignore[assignment]
+            if security.uses_sasl:
+                await self._authenticate()
+            self._ready = True
+
+    async def _authenticate(self) -> None:
+        """The SASL exchange on the connection just made (or, KIP-368, on the authenticated one whose
+        session is to expire): SaslHandshake, then SaslAuthenticate until the mechanism completes.
+        SaslAuthenticationError (the connection closed) when the server refuses."""
+        security = self.security
+        mechanism, username, password = security.sasl_mechanism, security.username, security.password
+        assert mechanism is not None and username is not None and password is not None
+        where = f"{self.host}:{self.port}"
+        try:
+            client = sasl_client(mechanism, username, password)
+            assert _SASL_HANDSHAKE is not None and _SASL_AUTHENTICATE is not None
+            handshake = await self._request(
+                _SASL_HANDSHAKE, _SASL_VERSION, SaslHandshakeRequest(mechanism=mechanism)
+            )
+            if handshake.error_code != ErrorCode.NONE:
+                raise SaslAuthenticationError(
+                    f"SASL handshake with {where} failed ({ErrorCode(handshake.error_code).name}): it "
+                    f"enables {', '.join(handshake.mechanisms) or 'no mechanism'}, not {mechanism}"
+                )
+            token: bytes | None = client.initial_response()
+            while True:
+                assert token is not None
+                response = await self._request(
+                    _SASL_AUTHENTICATE, _SASL_VERSION, SaslAuthenticateRequest(auth_bytes=token)
+                )
+                if response.error_code != ErrorCode.NONE:
+                    raise SaslAuthenticationError(
+                        f"SASL {mechanism} authentication of {username!r} with {where} failed "
+                        f"({ErrorCode(response.error_code).name}): {response.error_message}"
+                    )
+                token = client.evaluate_challenge(response.auth_bytes)
+                if client.complete:
+                    break
+                if token is None:
+                    raise SaslAuthenticationError(f"SASL {mechanism} exchange with {where} ended incomplete")
+        except SaslFailure as e:  # the server's messages do not check out
+            error = SaslAuthenticationError(f"SASL {mechanism} authentication with {where} failed: {e}")
+            self._fail(error)
+            raise error from None
+        except BaseException as e:
+            self._fail(e if isinstance(e, ConnectionError) else ConnectionError(f"SASL with {where}: {e}"))
+            raise
+        lifetime_ms = response.session_lifetime_ms
+        self._reauthenticate_at = None
+        if lifetime_ms > 0:
+            self._reauthenticate_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(*_REAUTH_WINDOW)
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368: once the requests in flight are answered, the exchange again on this connection."""
+        async with self._connecting:
+            due = self._reauthenticate_at
+            if not self.connected or due is None or time.monotonic() < due:
+                return
+            self._ready = False  # other requests wait (in _connect) until this is done
+            while self._in_flight:
+                futures = [future for *_, future in self._in_flight]
+                await asyncio.gather(*futures, return_exceptions=True)
+            if self._transport is None:
+                return  # lost meanwhile: the next request reconnects
+            await self._authenticate()
+            self._ready = True
 
     async def send(self, api: Api, version: int, body: Message, expect_response: bool = True) -> Any:
         """Sends a request and returns the decoded response body (None when ``expect_response`` is
         false, as for acks=0 Produce)."""
         if not self.connected:
             await self._connect()
+        elif self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
+            await self._reauthenticate()
+            if not self.connected:
+                await self._connect()
+        return await self._request(api, version, body, expect_response)
+
+    async def _request(self, api: Api, version: int, body: Message, expect_response: bool = True) -> Any:
         transport = self._transport
-        assert transport is not None
+        if transport is None:
+            raise ConnectionError(f"connection to {self.host}:{self.port} lost")
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
         frame = encode_request(api, version, correlation_id, self.client_id, body)
         if not expect_response:
@@ -165,8 +275,10 @@ class NetworkClient:
         if self._current(reader):
             self._fail(ConnectionError(f"connection to {self.host}:{self.port} failed: {error}"))
 
-    def _fail(self, error: Exception) -> None:
+    def _fail(self, error: BaseException) -> None:
         transport, self._transport = self._transport, None
+        self._ready = False
+        self._reauthenticate_at = None
         if transport is not None:
             transport.close()
         while self._in_flight:

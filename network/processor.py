@@ -18,15 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from network.frame_buffers import FrameBuffers, StagingBuffers
+from network.listener_security import PLAINTEXT, ListenerSecurity
 from network.memory_pool import MemoryPool
 from network.request_channel import Request, RequestChannel
 from network.send import RegionSend
+from network.ssl_principal import NoMatchingRule, principal_from_certificate
 from protocol.api import Api, ApiKey
 from protocol.frame import decode_request, encode_response, peek_request
 from protocol.framing import BadFrameSize, Frame, FrameReader, NeedBuffer
@@ -44,6 +47,9 @@ _MAX_PENDING_REQUESTS = 64
 # watch a transport's fd); the wakeup comes as late whatever its size, so it is kept small: the bytes
 # it copies are the only record bytes that do not leave by sendfile.
 _SLICE_WHEN_FULL = 1024
+# On a TLS connection a file region goes through the transport (encrypted: no sendfile, Kafka's
+# buffered fallback) this much at a time, the next part once the transport has less than this queued.
+_TLS_REGION_CHUNK = 256 * 1024
 # What a response's parts are when they are not file regions (network.send.FileRegion).
 _BUFFERS = (bytes, bytearray, memoryview)
 
@@ -51,12 +57,18 @@ _BUFFERS = (bytes, bytearray, memoryview)
 class Connection(asyncio.BufferedProtocol):
     """One client connection: frames in, responses out in request order."""
 
-    def __init__(self, processor: Processor, listener: str, client_ip: str) -> None:
+    def __init__(
+        self, processor: Processor, listener: str, client_ip: str, security: ListenerSecurity = PLAINTEXT
+    ) -> None:
         self.processor = processor
         self.listener = listener
         self.client_ip = client_ip
         self.peer = client_ip
         self.principal = ANONYMOUS  # who the connection is once authenticated (server_common.principal)
+        self.security = security
+        self.tls = security.ssl_context is not None  # file regions are then written, not sendfile'd
+        # A SASL listener's per-connection authenticator (network.sasl_server), made once connected.
+        self.authenticator: Any = None
         self.transport: asyncio.Transport | None = None
         self.last_active = time.monotonic()
         self.closed = False
@@ -84,6 +96,18 @@ class Connection(asyncio.BufferedProtocol):
         log.debug(
             "connection from %s on listener %s (processor %d)", self.peer, self.listener, self.processor.id
         )
+        security = self.security
+        if self.tls and security.principal_mapper is not None:  # SSL: the certificate is the principal
+            ssl_object = transport.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            try:
+                self.principal = principal_from_certificate(der, security.principal_mapper)
+            except (NoMatchingRule, ValueError) as e:
+                self.processor.reject(self, f"no principal for its certificate: {e}")
+                return
+            log.debug("connection from %s authenticated as %s (TLS)", self.peer, self.principal)
+        if security.authenticator_factory is not None:
+            self.authenticator = security.authenticator_factory(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -126,7 +150,17 @@ class Connection(asyncio.BufferedProtocol):
             elif type(event) is BadFrameSize:
                 self.processor.reject(
                     self,
-                    f"request size {event.size} is outside 1..{event.max_size} (socket.request.max.bytes)",
+                    f"request size {event.size} is outside 1..{event.max_size} "
+                    + (
+                        "(sasl.server.max.receive.size, before SASL authentication)"
+                        if self.authenticator is not None and not self.authenticator.complete
+                        else "(socket.request.max.bytes)"
+                    )
+                    + (
+                        "; its first bytes are a TLS handshake: a TLS client on this non-TLS listener?"
+                        if event.size >> 16 in (0x1603, 0x1503) and not self.tls
+                        else ""
+                    ),
                 )
                 return
             else:
@@ -233,6 +267,10 @@ class Connection(asyncio.BufferedProtocol):
                     batch.append(out.popleft())
                 transport.writelines(batch)
                 continue
+            if self.tls:
+                if not self._write_region(transport):
+                    return
+                continue
             if transport.get_write_buffer_size():
                 self._wait_for_drain()
                 return
@@ -251,6 +289,22 @@ class Connection(asyncio.BufferedProtocol):
             transport.write(send.take_slice(_SLICE_WHEN_FULL))
             if not send.remaining:
                 out.popleft()
+
+    def _write_region(self, transport: asyncio.Transport) -> bool:
+        """TLS: the file region at the head of the queue goes through the transport, which encrypts it
+        from the mapped segment, a chunk at a time; True once all of it is written, False when the
+        connection waits for the transport to drain first."""
+        out = self._out
+        send = out[0]
+        if not isinstance(send, RegionSend):
+            send = out[0] = RegionSend(send)
+        while send.remaining:
+            if transport.get_write_buffer_size() >= _TLS_REGION_CHUNK:
+                self._wait_for_drain()
+                return False
+            transport.write(send.take_slice(_TLS_REGION_CHUNK))
+        out.popleft()
+        return True
 
     def _wait_for_drain(self) -> None:
         # With a high-water mark of 0 the transport calls pause_writing now and resume_writing once
@@ -292,6 +346,18 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
 
+def _describe_tls_failure(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "no handshake within the time allowed"
+    if isinstance(error, ssl.SSLError):
+        return error.reason or str(error)
+    return str(error) or type(error).__name__
+
+
+def _looks_plaintext(error: BaseException) -> bool:
+    return isinstance(error, ssl.SSLError) and error.reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST")
+
+
 class Processor:
     """Network I/O for a share of the connections, feeding the RequestChannel."""
 
@@ -323,18 +389,54 @@ class Processor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def accept(self, sock: socket.socket, listener: str, client_ip: str) -> None:
-        """Takes over an accepted socket; ``on_close(client_ip)`` is called once it is gone."""
+    def accept(
+        self, sock: socket.socket, listener: str, client_ip: str, security: ListenerSecurity = PLAINTEXT
+    ) -> None:
+        """Takes over an accepted socket; ``on_close(client_ip)`` is called once it is gone. On a TLS
+        listener the TLS handshake comes first: a connection that fails it (a plaintext client, a
+        client certificate not trusted, a timeout) is closed and logged with its peer."""
         loop = asyncio.get_running_loop()
-        self.spawn(self._attach(loop, sock, listener, client_ip))
+        self.spawn(self._attach(loop, sock, listener, client_ip, security))
 
     async def _attach(
-        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, listener: str, ip: str
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        listener: str,
+        ip: str,
+        security: ListenerSecurity,
     ) -> None:
+        def connection() -> Connection:
+            return Connection(self, listener, ip, security)
+
+        if security.ssl_context is None:
+            try:
+                await loop.connect_accepted_socket(connection, sock)
+            except OSError as e:
+                log.debug("could not attach a connection from %s: %s", ip, e)
+                sock.close()
+                self._on_close(ip)
+            return
         try:
-            await loop.connect_accepted_socket(lambda: Connection(self, listener, ip), sock)
-        except OSError as e:
-            log.debug("could not attach a connection from %s: %s", ip, e)
+            host, port = sock.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = ip
+        try:
+            await loop.connect_accepted_socket(
+                connection,
+                sock,
+                ssl=security.ssl_context,
+                ssl_handshake_timeout=security.ssl_handshake_timeout,
+            )
+        except (OSError, ssl.SSLError) as e:
+            log.warning(
+                "closing connection from %s on listener %s: TLS handshake failed: %s%s",
+                peer,
+                listener,
+                _describe_tls_failure(e),
+                " (a plaintext client on this TLS listener?)" if _looks_plaintext(e) else "",
+            )
             sock.close()
             self._on_close(ip)
 
@@ -352,6 +454,11 @@ class Processor:
         connection.close()
 
     def process_frame(self, connection: Connection, frame: Any) -> None:
+        # SASL listeners: before authentication only ApiVersions and the SASL exchange (raw tokens after
+        # a SaslHandshake v0), and an expired session only re-authenticates (network.sasl_server).
+        authenticator = connection.authenticator
+        if authenticator is not None and not authenticator.admit(frame):
+            return
         try:
             api_key, version, correlation_id = peek_request(frame)
         except DecodeError as e:

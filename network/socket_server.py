@@ -23,15 +23,16 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from network.acceptor import Acceptor, ConnectionQuotas
 from network.handler_pool import KafkaRequestHandlerPool, RequestHandler
+from network.listener_security import ListenerSecurity, listener_security
 from network.memory_pool import MemoryPool
 from network.processor import Processor
 from network.request_channel import RequestChannel
 from protocol.api import Api
-from server_common.config import Endpoint, ServerConfig
+from server_common.config import ConfigError, Endpoint, ServerConfig
 from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,19 @@ class SocketServer:
         *,
         max_idle_ms: int = -1,
         per_ip_overrides: dict[str, int] | None = None,
+        scram_credentials: Any = None,
     ) -> None:
+        """``scram_credentials``: the SCRAM credential lookup (``server_common.scram.
+        ScramCredentialLookup``) the SASL listeners' SCRAM authenticators ask. Each listener's security
+        (its SSLContext, SASL authenticators) is built here: a bad key store, trust store, rule or JAAS
+        setting raises ConfigError naming it, and the server does not start."""
         self._max_idle_ms = max_idle_ms
+        self._config = config
+        self._scram_credentials = scram_credentials
+        self.security: dict[str, ListenerSecurity] = {
+            endpoint.listener: listener_security(config, endpoint, scram_credentials)
+            for endpoint in config.listeners
+        }
         self.memory = MemoryPool(config["queued.max.request.bytes"])
         channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, handler, config["num.io.threads"])
@@ -75,7 +87,9 @@ class SocketServer:
             for i in range(config["num.network.threads"])
         ]
         self.acceptors = [
-            Acceptor(endpoint, self.processors, quotas, *self._socket_settings)
+            Acceptor(
+                endpoint, self.processors, quotas, *self._socket_settings, self.security[endpoint.listener]
+            )
             for endpoint in config.listeners
         ]
         self._housekeeping: asyncio.Task | None = None
@@ -100,11 +114,16 @@ class SocketServer:
         self.quotas.update(max_connections, max_per_ip, per_ip_overrides)
         self._handler_pool.resize(num_io_threads)
 
-    def add_listeners(self, endpoints: list[Endpoint]) -> None:
-        """Binds and (once processing) starts an acceptor per new listener (Kafka's addListeners)."""
+    def add_listeners(self, endpoints: list[Endpoint], config: ServerConfig | None = None) -> None:
+        """Binds and (once processing) starts an acceptor per new listener (Kafka's addListeners);
+        ``config`` (the configuration that added them, else the one at start) gives their security."""
         for endpoint in endpoints:
             try:
-                acceptor = Acceptor(endpoint, self.processors, self.quotas, *self._socket_settings)
+                security = listener_security(config or self._config, endpoint, self._scram_credentials)
+                acceptor = Acceptor(endpoint, self.processors, self.quotas, *self._socket_settings, security)
+            except ConfigError as e:  # a TLS listener's key store cannot be read, ...
+                log.error("listener %s not added: %s", endpoint, e)
+                continue
             except OSError as e:  # e.g. the port is taken: the other changes still apply
                 log.error(
                     "listener %s://%s:%d not added: %s", endpoint.listener, endpoint.host, endpoint.port, e

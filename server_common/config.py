@@ -253,6 +253,8 @@ def log_unimplemented(names: Iterable[str]) -> None:
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9a-fA-F:.]+\]|[^:/\s]*):(-?\d+)$")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The SASL mechanisms Samsa's listeners serve (no GSSAPI, no OAUTHBEARER).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True)
@@ -344,6 +346,7 @@ class ServerConfig:
                     f"listeners: {endpoint.listener} uses {endpoint.security_protocol}, which is no security "
                     f"protocol (one of {', '.join(SECURITY_PROTOCOLS)})"
                 )
+            self._check_listener_security(endpoint)
         advertised = self._values["advertised.listeners"]
         self.advertised_listeners = (
             parse_endpoints("advertised.listeners", advertised, self.protocol_map)
@@ -354,6 +357,33 @@ class ServerConfig:
         for endpoint in self.advertised_listeners:
             if endpoint.listener not in names:
                 raise ConfigError(f"advertised.listeners: {endpoint.listener} is not one of listeners")
+
+    def _check_listener_security(self, endpoint: Endpoint) -> None:
+        """A TLS listener needs a key store; a SASL listener mechanisms Samsa has (the key store itself
+        is read when the listener starts: ``network.ssl_context``)."""
+        listener, protocol = endpoint.listener, endpoint.security_protocol
+        prefix = f"listener.name.{listener.lower()}."
+        if protocol in ("SSL", "SASL_SSL") and "ssl.keystore.location" in self.DEFINITION.keys:
+            has_store = self.for_listener(listener, "ssl.keystore.location") or (
+                self.for_listener(listener, "ssl.keystore.key")
+                and self.for_listener(listener, "ssl.keystore.certificate.chain")
+            )
+            if not has_store:
+                raise ConfigError(
+                    f"listeners: {listener} uses {protocol}, which needs a key store: set "
+                    f"ssl.keystore.location (or {prefix}ssl.keystore.location; or ssl.keystore.key and "
+                    "ssl.keystore.certificate.chain with ssl.keystore.type=PEM)"
+                )
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL") and "sasl.enabled.mechanisms" in self.DEFINITION.keys:
+            mechanisms = self.for_listener(listener, "sasl.enabled.mechanisms")
+            unsupported = [m for m in mechanisms if m.upper() not in SASL_MECHANISMS]
+            if not mechanisms or unsupported:
+                raise ConfigError(
+                    f"sasl.enabled.mechanisms={','.join(mechanisms)!r} (listener {listener}, {protocol}): "
+                    f"Samsa supports {', '.join(SASL_MECHANISMS)}"
+                    + (f", not {', '.join(unsupported)}" if unsupported else "")
+                    + f" (set sasl.enabled.mechanisms or {prefix}sasl.enabled.mechanisms)"
+                )
 
     @classmethod
     def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:

@@ -54,4 +54,6 @@ def define_security(definition: ConfigDef) -> ConfigDef:
         .define("sasl.server.max.receive.size", _I, 524288, at_least(1))
         # KIP-368: 0 means a session never expires
         .define("connections.max.reauth.ms", _L, 0, at_least(0))
+        # How long the server waits before answering a failed authentication and closing the connection
+        .define("connection.failed.authentication.delay.ms", _I, 100, at_least(0))
     )

@@ -184,7 +184,7 @@ def test_the_cluster_default_takes_the_cluster_wide_dynamic_settings() -> None:
             True,
             "OTHER has no entry in listener.security.protocol.map",
         ),
-        ({"listeners": "SSL://:9093"}, True, "Samsa does not support"),
+        ({"listeners": "SSL://:9093"}, True, "ssl.keystore.location"),
         ({"log.retention.ms": "soon"}, False, "log.retention.ms"),
     ],
 )

@@ -47,7 +47,7 @@ def test_a_file_with_overrides(tmp_path: Path) -> None:
         ({**REQUIRED, "listeners": "PLAINTEXT:/nohost"}, "listeners"),
         ({**REQUIRED, "listeners": "SSL://:9093"}, "listeners"),
         ({**REQUIRED, "inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name"),
-        ({**REQUIRED, "security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
+        ({**REQUIRED, "security.inter.broker.protocol": "TLS"}, "security.inter.broker.protocol"),
     ],
 )
 def test_bad_settings_are_refused_by_name(props: dict[str, str], named: str) -> None:
