@@ -6,6 +6,8 @@ whose overrides under ``/config`` changed; the broker reads them again and appli
 once (LogManager.update_topic_config); a dynamic broker config change also goes to the broker's
 reconfigurables (``DynamicBrokerConfig.reconfigure``: listeners, connection limits, thread pools, the
 cleaner), and each setting changed is logged saying whether it applied now or at the next restart.
+A ``users/<user>`` change reloads that user's SCRAM credentials into the broker's CredentialCache
+(Kafka's UserConfigHandler; server_common/scram.py).
 Notifications older than 15 minutes are deleted, as Kafka does. It also watches ``/config/topics``: a
 new topic's configs are written before its assignment, so they reach the log manager before the
 controller asks this broker to create the topic's logs.
@@ -21,11 +23,13 @@ from typing import Any
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
 from broker.dynamic_config import DynamicBrokerConfig
+from server_common.scram import CredentialCache
 from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.errors import InvalidConfigError
 from storage.log_manager import LogManager
 from zk import znodes
+from zk.user_configs import USER_ENTITY, UserConfigs, desanitize
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,9 @@ class ConfigChangeListener:
         self._last_change = -1
         self._lock = asyncio.Lock()  # one change at a time, in sequence order
         self._tasks: set[asyncio.Task] = set()
+        # SCRAM credentials (users/<user> entity configs; Kafka's UserConfigHandler updating the
+        # CredentialProvider), set by the server before start(): loaded there, then kept current.
+        self.credentials: CredentialCache | None = None
 
     async def start(self) -> None:
         """Loads every override, applies them, then follows the changes."""
@@ -56,6 +63,8 @@ class ConfigChangeListener:
         # What is announced now is in the state read below; later changes are the watch's.
         self._last_change = max(map(_sequence, pending), default=-1)
         await self._load_broker_overrides()
+        if self.credentials is not None:
+            self.credentials.load(await UserConfigs(zk).all_user_configs())
         for topic in await self.admin_zk.entity_names(TOPIC_ENTITY):
             self.topic_overrides[topic] = await self.admin_zk.entity_config(TOPIC_ENTITY, topic)
         self.apply_broker_overrides()
@@ -165,3 +174,9 @@ class ConfigChangeListener:
             self.dynamic.log_changes(before[1], self.dynamic.per_broker, f"/config/brokers/{self.broker_id}")
             self.apply_broker_overrides()
             await self.dynamic.reconfigure()  # listeners, connection limits, thread pools, cleaner
+        elif entity_type == USER_ENTITY and self.credentials is not None:
+            # "<user>" or "<user>/clients/<client-id>" (quotas, not kept); "<default>" has no credentials.
+            if "/" not in name and name != DEFAULT_ENTITY:
+                user = desanitize(name)
+                log.info("SCRAM credential change for user %s", user)
+                self.credentials.update_user(user, await UserConfigs(self.admin_zk.zk).user_config(user))

@@ -18,6 +18,7 @@ TOPICS = "/brokers/topics"
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_USERS = "/config/users"  # SCRAM credentials (and, in Kafka, user quotas): zk/user_configs.py
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -38,6 +39,7 @@ PERSISTENT_PATHS = (
     TOPICS,
     CONFIG_TOPICS,
     CONFIG_BROKERS,
+    CONFIG_USERS,
     CONFIG_CHANGES,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
@@ -218,12 +220,16 @@ def decode_controller_epoch(data: bytes) -> int:
     return int(data.decode())
 
 
-def decode_controller_endpoint(data: bytes) -> tuple[str, int] | None:
-    """(host, port) of the active controller's first listener, if /controller names one."""
+def decode_controller_endpoint(data: bytes, listener: str | None = None) -> tuple[str, int] | None:
+    """(host, port) of the active controller's listener named ``listener`` (a broker's inter-broker
+    listener, any case) if /controller names one, else of its first listener; None without any."""
     endpoints = _load(data).get("endpoints") or []
     if not endpoints:
         return None
-    host, _, port = endpoints[0].partition("://")[2].rpartition(":")
+    chosen = next(
+        (e for e in endpoints if listener and e.partition("://")[0].upper() == listener.upper()), endpoints[0]
+    )
+    host, _, port = chosen.partition("://")[2].rpartition(":")
     return host.strip("[]"), int(port)
 
 
