@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from server_common.acl_authorizer import check_authorizer_class_name
 from server_common.config import (
     INT_MAX,
     LONG_MAX,
@@ -201,7 +202,7 @@ BROKER_CONFIG = (
     .define("transaction.partition.verification.enable", _B, True)
     .define("listener.name.sasl_plaintext.plain.sasl.jaas.config", _P, None)
     # authorization (Kafka's AclAuthorizer reads these from the broker's configuration)
-    .define("authorizer.class.name", _S, "")
+    .define("authorizer.class.name", _S, "", check_authorizer_class_name)
     .define("super.users", _S, None)
     .define("allow.everyone.if.no.acl.found", _B, False)
 )
