@@ -11,6 +11,9 @@ their handlers into KafkaApis:
 - UpdateFeatures and the finalized features ApiVersions reports: ``features`` (the ``/feature`` znode);
 - ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: ``replica_admin``, which
   forwards them to the active controller.
+
+Each part asks the server's ``Authorization`` what the request's principal may do, as Kafka 3.9's
+KafkaApis does; DeleteRecords needs DELETE on each topic.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from broker.admin_zk import AdminZkClient
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import KafkaConfig
 from broker.config_admin import ConfigAdmin
 from broker.config_listener import ConfigChangeListener
@@ -30,6 +34,8 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_admin import ReplicaAdmin
 from broker.replica_manager import DeleteRecordsPartitionResult, DeleteRecordsResults, ReplicaManager
 from broker.topic_admin import TopicAdmin
+from broker.txn_marker_transport import inter_broker_listener
+from network.client_security import ClientSecurity
 from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
@@ -40,6 +46,7 @@ from protocol.messages import (
     Message,
 )
 from protocol.topic import is_internal
+from server_common.acls import AclOperation, ResourceType
 from storage.log_manager import LogManager
 from zk.kafka_zk_client import KafkaZkClient
 
@@ -56,8 +63,14 @@ class AdminApis:
         metadata_cache: MetadataCache,
         replica_manager: ReplicaManager,
         log_manager: LogManager,
+        *,
+        authorization: Authorization = ALLOW_ALL,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``authorization``: what each request may do (``ALLOW_ALL``: no authorizer); ``security``: how
+        to reach the controller's listener (the inter-broker client settings; None: plaintext)."""
         self.config = config
+        self.authorization = authorization
         self.kafka_zk = kafka_zk
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
@@ -65,15 +78,30 @@ class AdminApis:
         admin_zk = AdminZkClient(kafka_zk.zk)
         self.dynamic = DynamicBrokerConfig(config)
         self.listener = ConfigChangeListener(config.broker_id, admin_zk, self.dynamic, log_manager)
-        self.topics = TopicAdmin(config, admin_zk, metadata_cache, self.dynamic, self.listener)
-        self.configs = ConfigAdmin(
-            config.broker_id, self._config_value, admin_zk, metadata_cache, self.dynamic, self.listener
+        self.topics = TopicAdmin(
+            config, admin_zk, metadata_cache, self.dynamic, self.listener, authorization=authorization
         )
-        self.features = FinalizedFeatures(kafka_zk.zk)
+        self.configs = ConfigAdmin(
+            config.broker_id,
+            self._config_value,
+            admin_zk,
+            metadata_cache,
+            self.dynamic,
+            self.listener,
+            authorization=authorization,
+        )
+        self.features = FinalizedFeatures(kafka_zk.zk, authorization=authorization)
         self.replicas = ReplicaAdmin(
             metadata_cache,
-            ControllerChannel(kafka_zk.zk, config.broker_id, config["controller.socket.timeout.ms"] / 1000),
+            ControllerChannel(
+                kafka_zk.zk,
+                config.broker_id,
+                config["controller.socket.timeout.ms"] / 1000,
+                security=security,
+                listener=inter_broker_listener(config),
+            ),
             replica_manager,
+            authorization=authorization,
         )
 
     def _config_value(self, name: str) -> object:
@@ -115,10 +143,16 @@ class AdminApis:
         body: DeleteRecordsRequest = request.body
         refused: DeleteRecordsResults = {}
         offsets: dict[tuple[str, int], int] = {}
+        deletable = self.authorization.filter_authorized(
+            request, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics)
+        )
         for topic in body.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
-                if self.metadata_cache.partition(*tp) is None:
+                if topic.name not in deletable:
+                    # Kafka's answer: no low watermark (INVALID_LOW_WATERMARK).
+                    refused[tp] = DeleteRecordsPartitionResult(error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                elif self.metadata_cache.partition(*tp) is None:
                     refused[tp] = DeleteRecordsPartitionResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif is_internal(topic.name):
                     refused[tp] = DeleteRecordsPartitionResult(error=ErrorCode.INVALID_TOPIC_EXCEPTION)

@@ -68,7 +68,9 @@ class Authorization:
     ) -> bool:
         if self.authorizer is None:
             return True
-        action = Action(operation, resource_type, name, log_if_denied=log_if_denied)
+        # As Kafka's AuthHelper: a grant is logged (at DEBUG) for checks that decide, not for those
+        # that only report (``authorized_operations``).
+        action = Action(operation, resource_type, name, log_if_allowed=True, log_if_denied=log_if_denied)
         return self.authorizer.authorize(request.principal, request.client_ip, [action])[0]
 
     def filter_authorized(
@@ -84,7 +86,10 @@ class Authorization:
         unique = list(dict.fromkeys(names))
         if self.authorizer is None:
             return set(unique)
-        actions = [Action(operation, resource_type, n, log_if_denied=log_if_denied) for n in unique]
+        actions = [
+            Action(operation, resource_type, n, log_if_allowed=True, log_if_denied=log_if_denied)
+            for n in unique
+        ]
         allowed = self.authorizer.authorize(request.principal, request.client_ip, actions)
         return {n for n, ok in zip(unique, allowed, strict=True) if ok}
 

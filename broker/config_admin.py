@@ -13,6 +13,14 @@ Kafka's ZooKeeper-mode semantics (ZkAdminManager).
   Kafka's checks (``dynamic_config``).
 - A change is written to ZooKeeper with its change notification, and applied to this broker at once;
   the other brokers apply it when they see the notification.
+
+Authorization, as Kafka 3.9's ConfigHelper and KafkaApis: DescribeConfigs needs DESCRIBE_CONFIGS, the
+alters ALTER_CONFIGS, on the topic for a topic and on the cluster for a broker or broker logger; a
+resource refused is TOPIC_ / CLUSTER_AUTHORIZATION_FAILED and the others go on. Where Kafka checks
+matters, as it decides which error a bad request from an unauthorized principal gets: a broker change
+is validated first (ConfigAdminManager.preprocess) and authorized just before it is written; a topic
+change is authorized right after the request's own form (duplicate keys, nulls) is checked; a broker
+logger change is authorized first (RuntimeLoggerManager).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import BROKER_CONFIG
 from broker.config_entries import (
     ConfigDescriber,
@@ -46,6 +55,8 @@ from protocol.messages import (
     Message,
 )
 from protocol.topic import topic_name_error
+from server_common.acls import CLUSTER_NAME, AclOperation
+from server_common.acls import ResourceType as AclResourceType
 from server_common.config import ConfigDef, ConfigType
 from storage.config import TOPIC_CONFIG, LogConfig
 from storage.errors import InvalidConfigError
@@ -65,12 +76,51 @@ _Result = TypeVar(
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
+# ConfigResource.Type ids Samsa does not serve but Kafka authorizes (KIP-714 client metrics, KIP-848
+# group configs): asked about, they are authorized as Kafka does, then refused as unsupported.
+CLIENT_METRICS_RESOURCE, GROUP_RESOURCE = 16, 32
+# The resource types authorized before their override set is computed: a broker's change is authorized
+# once validated (in _alter_broker); the other types are refused as unsupported, AlterConfigs' broker
+# loggers before authorization, as Kafka's preprocess does.
+_LEGACY_CHECKED = frozenset({ResourceType.TOPIC, CLIENT_METRICS_RESOURCE})
+_INCREMENTAL_CHECKED = frozenset({ResourceType.TOPIC, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE})
+_DENIED_ERRORS = {
+    AclResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    AclResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    AclResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+}
+
+
+def acl_resource(resource_type: int, name: str) -> tuple[AclResourceType, str] | None:
+    """The ACL resource whose DESCRIBE_CONFIGS / ALTER_CONFIGS a config resource needs (Kafka's
+    ConfigHelper and KafkaApis): the cluster for brokers, broker loggers and client metrics, the topic
+    or group itself; None for a type Kafka refuses as unknown."""
+    if resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER, CLIENT_METRICS_RESOURCE):
+        return AclResourceType.CLUSTER, CLUSTER_NAME
+    if resource_type == ResourceType.TOPIC:
+        return AclResourceType.TOPIC, name
+    if resource_type == GROUP_RESOURCE:
+        return AclResourceType.GROUP, name
+    return None
+
+
+class _Denied(Exception):
+    """A resource the principal may not describe or alter: its error and (Kafka sets none) no message."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
 
 def resource_label(resource_type: int, name: str) -> str:
     return f"ConfigResource(type={_type_name(resource_type)}, name='{name}')"
 
 
 class ConfigAdmin:
+    # A class default too: tests build the handlers without the constructor.
+    authorization: Authorization = ALLOW_ALL
+
     def __init__(
         self,
         broker_id: int,
@@ -79,7 +129,10 @@ class ConfigAdmin:
         metadata_cache: MetadataCache,
         dynamic: DynamicBrokerConfig,
         listener: ConfigChangeListener,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
+        self.authorization = authorization
         self.broker_id = broker_id
         self.config_value = config_value
         self.admin_zk = admin_zk
@@ -87,6 +140,25 @@ class ConfigAdmin:
         self.dynamic = dynamic
         self.listener = listener
         self.describer = ConfigDescriber(dynamic)
+
+    # -- authorization --------------------------------------------------------------------------
+
+    def _refusal(
+        self, request: Request, operation: AclOperation, resource_type: int, name: str
+    ) -> ErrorCode | None:
+        """The error for a config resource the principal may not describe / alter (``operation``), None
+        when it may (or the type is one Kafka refuses as unknown, which is answered so)."""
+        target = acl_resource(resource_type, name)
+        if target is None or self.authorization.authorize(request, operation, *target):
+            return None
+        return _DENIED_ERRORS[target[0]]
+
+    def _check_alter(self, request: Request, resource_type: int, name: str) -> None:
+        """Raises ``_Denied`` (no message, as Kafka's configsAuthorizationApiError) unless the principal
+        may ALTER_CONFIGS the resource."""
+        error = self._refusal(request, AclOperation.ALTER_CONFIGS, resource_type, name)
+        if error is not None:
+            raise _Denied(error)
 
     # -- DescribeConfigs ------------------------------------------------------------------------
 
@@ -102,6 +174,11 @@ class ConfigAdmin:
                 configs=[],
             )
             try:
+                denied = self._refusal(
+                    request, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+                )
+                if denied is not None:
+                    raise KafkaError(denied)  # with the error's own message, as Kafka's ConfigHelper
                 entries = await self._describe(resource.resource_type, resource.resource_name)
             except KafkaError as e:
                 result.error_code, result.error_message = e.code, e.message
@@ -165,7 +242,9 @@ class ConfigAdmin:
     async def handle_alter_configs(self, request: Request) -> Message:
         body = request.body
         responses = await self._alter_each(
+            request,
             body.resources,
+            self._check_replacement,
             self._replacement_props,
             body.validate_only,
             AlterConfigsResponse.AlterConfigsResourceResponse,
@@ -175,7 +254,9 @@ class ConfigAdmin:
     async def handle_incremental_alter_configs(self, request: Request) -> Message:
         body = request.body
         responses = await self._alter_each(
+            request,
             body.resources,
+            self._check_incremental_ops,
             self._incremental_props,
             body.validate_only,
             IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
@@ -184,27 +265,40 @@ class ConfigAdmin:
 
     async def _alter_each(
         self,
+        request: Request,
         resources: Sequence[_Resource],
+        check_form: Callable[[_Resource], None],
         new_props: Callable[[_Resource], Awaitable[dict[str, str]]],
         validate_only: bool,
         result: type[_Result],
     ) -> list[_Result]:
-        """Each resource's outcome: its new override set (``new_props``) checked and, unless
-        ``validate_only``, stored; a refused resource does not stop the others."""
+        """Each resource's outcome: its form checked (``check_form``), its new override set
+        (``new_props``) checked and, unless ``validate_only``, stored; a refused resource does not stop
+        the others. Authorization where Kafka checks it (see the module's doc)."""
         responses = []
         for resource in resources:
             error, message = ErrorCode.NONE, None
+            kind, name = resource.resource_type, resource.resource_name
             try:
-                if resource.resource_type == ResourceType.BROKER_LOGGER and isinstance(
+                check_form(resource)
+                incremental = isinstance(resource, IncrementalAlterConfigsRequest.AlterConfigsResource)
+                if kind == ResourceType.BROKER_LOGGER and isinstance(
                     resource, IncrementalAlterConfigsRequest.AlterConfigsResource
                 ):
-                    self._check_incremental_ops(resource)
-                    check_node_id(resource.resource_name, self.broker_id, describe=False)
+                    denied = self._refusal(request, AclOperation.ALTER_CONFIGS, kind, name)
+                    if denied is not None:
+                        # RuntimeLoggerManager throws ClusterAuthorizationException with its message.
+                        raise KafkaError(denied)
+                    check_node_id(name, self.broker_id, describe=False)
                     alter_loggers(resource.configs, validate_only)
                 else:
+                    if kind in (_INCREMENTAL_CHECKED if incremental else _LEGACY_CHECKED):
+                        self._check_alter(request, kind, name)
                     props = await new_props(resource)
-                    await self._alter(resource.resource_type, resource.resource_name, props, validate_only)
+                    await self._alter(request, kind, name, props, validate_only)
             except KafkaError as e:
+                error, message = e.code, e.message
+            except _Denied as e:
                 error, message = e.code, e.message
             responses.append(
                 result(
@@ -216,11 +310,16 @@ class ConfigAdmin:
             )
         return responses
 
-    async def _replacement_props(self, resource: AlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
-        """AlterConfigs' override set: the request's, which replaces the resource's whole set."""
+    @staticmethod
+    def _check_replacement(resource: AlterConfigsRequest.AlterConfigsResource) -> None:
+        """AlterConfigs' form (Kafka's ConfigAdminManager.preprocess): no null values."""
         nulls = [c.name for c in resource.configs if c.value is None]
         if nulls:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+
+    async def _replacement_props(self, resource: AlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
+        """AlterConfigs' override set: the request's, which replaces the resource's whole set (its nulls
+        were refused by ``_check_replacement``)."""
         return {c.name: c.value for c in resource.configs if c.value is not None}
 
     @staticmethod
@@ -249,8 +348,8 @@ class ConfigAdmin:
     async def _incremental_props(
         self, resource: IncrementalAlterConfigsRequest.AlterConfigsResource
     ) -> dict[str, str]:
-        """The resource's override set after the request's operations."""
-        self._check_incremental_ops(resource)
+        """The resource's override set after the request's operations (checked by
+        ``_check_incremental_ops`` before)."""
         ops = resource.configs
         kind, name = resource.resource_type, resource.resource_name
         if kind == ResourceType.TOPIC:
@@ -264,11 +363,13 @@ class ConfigAdmin:
             return apply_incremental_ops(current, ops, BROKER_CONFIG, broker_defaults())
         raise _unsupported(kind)
 
-    async def _alter(self, resource_type: int, name: str, props: dict[str, str], validate_only: bool) -> None:
+    async def _alter(
+        self, request: Request, resource_type: int, name: str, props: dict[str, str], validate_only: bool
+    ) -> None:
         if resource_type == ResourceType.TOPIC:
             await self._alter_topic(name, props, validate_only)
         elif resource_type == ResourceType.BROKER:
-            await self._alter_broker(name, props, validate_only)
+            await self._alter_broker(request, name, props, validate_only)
         else:
             raise _unsupported(resource_type)
 
@@ -290,7 +391,9 @@ class ConfigAdmin:
         await self.admin_zk.change_entity_config(TOPIC_ENTITY, topic, props)
         self.listener.apply_topic(topic, props)
 
-    async def _alter_broker(self, name: str, props: dict[str, str], validate_only: bool) -> None:
+    async def _alter_broker(
+        self, request: Request, name: str, props: dict[str, str], validate_only: bool
+    ) -> None:
         per_broker = self._is_per_broker(name)
         try:
             self.dynamic.validate(props, per_broker)
@@ -300,6 +403,8 @@ class ConfigAdmin:
                 ErrorCode.INVALID_REQUEST,
                 f"Invalid config value for resource {resource_label(ResourceType.BROKER, name)}: {e}",
             ) from None
+        # Validated (Kafka's preprocess), then authorized (its processing step).
+        self._check_alter(request, ResourceType.BROKER, name)
         if validate_only:
             return
         entity = str(self.broker_id) if per_broker else DEFAULT_ENTITY

@@ -6,21 +6,31 @@ Each producer the partition's producer state knows: its id and epoch, last seque
 epoch of the coordinator that last wrote a marker for it, and the first offset of its ongoing
 transaction (-1 if none). As in Kafka any replica answers (the admin client asks the leader unless told
 a broker id); a topic that does not exist or a partition this broker holds no replica of gets
-UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER.
+UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER. With an authorizer a topic needs READ (after the
+check of its name): else its partitions are TOPIC_AUTHORIZATION_FAILED, as in Kafka.
 """
 
 from __future__ import annotations
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from network.request_channel import Request
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 from protocol.topic import topic_name_error
+from server_common.acls import AclOperation, ResourceType
 
 
 class DescribeProducers:
-    def __init__(self, metadata_cache: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        *,
+        authorization: Authorization = ALLOW_ALL,
+    ) -> None:
+        self.authorization = authorization
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
 
@@ -54,6 +64,11 @@ class DescribeProducers:
             name_error = topic_name_error(topic.name)
             if name_error:
                 error = (ErrorCode.INVALID_TOPIC_EXCEPTION, name_error)
+            elif not self.authorization.authorize(request, AclOperation.READ, ResourceType.TOPIC, topic.name):
+                error = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    description(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                )
             elif not self.metadata_cache.contains(topic.name):
                 error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
             partitions = [

@@ -16,6 +16,7 @@ wrote into the znode can succeed. Samsa supports the same (none) and answers Upd
 the checks of Kafka's ``KafkaController.validateFeatureUpdate``, writing the znode with a conditional
 set on its version (several brokers may serve UpdateFeatures at once). One departure: Kafka 3.9's
 ZooKeeper controller ignores v1's ``validate_only``; Samsa honours it (KRaft does too) and writes nothing.
+UpdateFeatures needs ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED, before any other check).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import logging
 from kazoo.exceptions import BadVersionError, NodeExistsError
 from kazoo.protocol.states import ZnodeStat
 
+from broker.authorization import ALLOW_ALL, Authorization
 from network.request_channel import Request
 from protocol.errors import ErrorCode
 from protocol.messages import (
@@ -33,6 +35,7 @@ from protocol.messages import (
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from zk import znodes
 from zk.client import ZkClient
 
@@ -123,8 +126,15 @@ def validate_feature_update(
 class FinalizedFeatures:
     """The ``/feature`` znode as this broker last read it, and the UpdateFeatures handler."""
 
-    def __init__(self, zk: ZkClient, supported: dict[str, tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        zk: ZkClient,
+        supported: dict[str, tuple[int, int]] | None = None,
+        *,
+        authorization: Authorization = ALLOW_ALL,
+    ) -> None:
         self.zk = zk
+        self.authorization = authorization
         self.supported = dict(SUPPORTED_FEATURES if supported is None else supported)
         self.features: dict[str, int] = {}
         self.epoch = UNKNOWN_FINALIZED_FEATURES_EPOCH
@@ -219,6 +229,9 @@ class FinalizedFeatures:
 
     async def handle_update_features(self, request: Request) -> UpdateFeaturesResponse:
         body: UpdateFeaturesRequest = request.body
+        if not self.authorization.authorize(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+            # Kafka: ApiError(CLUSTER_AUTHORIZATION_FAILED), its default message, no per-feature results.
+            return self._response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", {})
         validate_only = request.version >= 1 and body.validate_only
         names = [u.feature for u in body.feature_updates]
         if len(set(names)) != len(names):

@@ -10,6 +10,12 @@ with something new) and the response names each partition's file region, which t
 with sendfile. Fetch v0-3 gets its records down-converted to magic 0 (v0-1) or 1 (v2-3) as bytes.
 From v16 a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries the current leader and its endpoint
 on the request's listener (KIP-951).
+
+With an authorizer (Kafka 3.9's handleFetchRequest): a follower needs CLUSTER_ACTION on the cluster,
+else every partition it asks for is TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic,
+whose partitions are TOPIC_AUTHORIZATION_FAILED without it (after UNKNOWN_TOPIC_ID, before
+UNKNOWN_TOPIC_OR_PARTITION). The check is made on the partitions the fetch session says to read, so an
+incremental session's partitions are checked on every Fetch, as Kafka does.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.fetch_session import (
     ZERO_UUID,
     FetchContext,
@@ -40,6 +47,7 @@ from protocol.down_convert import down_convert
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, FetchResponse, Message
 from protocol.record_batch import CorruptRecordError
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +90,11 @@ class FetchApis:
         replica_manager: ReplicaManager,
         session_cache_slots: int = 1000,
         fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
         self.metadata_cache = metadata_cache
+        self.authorization = authorization
         self.replica_manager = replica_manager
         self.fetch_max_bytes = fetch_max_bytes
         self.sessions = FetchSessionCache(session_cache_slots)
@@ -142,8 +153,22 @@ class FetchApis:
         erroneous: list[_Answer] = []
         interesting: list[PartitionFetch] = []
         known = self.metadata_cache.partition
-        for data in context.partitions():
-            if data.topic is None:
+        partitions = context.partitions()
+        # With an authorizer: a follower without CLUSTER_ACTION is refused everything, a consumer the
+        # topics it may not READ.
+        refuse_all = False
+        denied: set[str] | None = None
+        if self.authorization.enabled:
+            if is_from_follower:
+                refuse_all = not self.authorization.authorize(
+                    request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+                )
+            else:
+                denied = self._unreadable(request, partitions)
+        for data in partitions:
+            if refuse_all or (denied is not None and data.topic in denied):
+                erroneous.append(_Answer(data, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif data.topic is None:
                 erroneous.append(_Answer(data, ErrorCode.UNKNOWN_TOPIC_ID))
             elif known(data.topic, data.partition) is None:
                 erroneous.append(_Answer(data, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -169,6 +194,12 @@ class FetchApis:
             return respond({})
         requests = [d.read_request() for d in interesting]
         return park(self.replica_manager.fetch_messages(params, requests), respond)
+
+    def _unreadable(self, request: Request, partitions: list[PartitionFetch]) -> set[str] | None:
+        """The topics among ``partitions``' the consumer may not READ (None: none)."""
+        names = list(dict.fromkeys(d.topic for d in partitions if d.topic is not None))
+        readable = self.authorization.filter_authorized(request, AclOperation.READ, ResourceType.TOPIC, names)
+        return {n for n in names if n not in readable} or None
 
     def _inconsistent_topic_id(self, data: PartitionFetch) -> bool:
         """The request's topic id is not the local log's (Kafka's ReplicaManager.readFromLocalLog)."""

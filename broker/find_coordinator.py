@@ -7,6 +7,11 @@ each partition chosen by its coordinator's ``partition_for``. Both keys take one
 settings for it (``internal_topics``) and, like every request until a live leader is known, gets
 COORDINATOR_NOT_AVAILABLE, which clients retry. Creation fails while fewer brokers are registered than
 the topic's replication factor (Kafka's rule; a local cluster sets the factor to its size).
+
+With an authorizer (Kafka's getCoordinator, before anything else): a group's key needs DESCRIBE on the
+group (GROUP_AUTHORIZATION_FAILED), a transactional id's DESCRIBE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a share group's key (v6+) CLUSTER_ACTION on the cluster, else
+the whole request is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -16,14 +21,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import KafkaConfig
 from broker.metadata_cache import MetadataCache
+from broker.refusals import log_refusal
 from network.handler_pool import Parked
 from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse, Message
 from protocol.topic import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -86,8 +94,11 @@ class FindCoordinator:
         metadata_cache: MetadataCache,
         create_topic: CreateTopic,
         topics: dict[int, InternalTopic],
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
         """``topics``: key type -> the internal topic whose partition leaders coordinate its keys."""
+        self.authorization = authorization
         self.metadata_cache = metadata_cache
         self._create_topic = create_topic
         self.topics = topics
@@ -144,6 +155,35 @@ class FindCoordinator:
             return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *no_node)
         return ErrorCode.NONE, found.leader, endpoint.host, endpoint.port
 
+    def _refusal(self, request: Request, key: str, key_type: int, version: int) -> int | None:
+        """With an authorizer, the error ``key`` is refused with (Kafka's getCoordinator), else None."""
+        authorization = self.authorization
+        if key_type == GROUP_KEY_TYPE:
+            if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+                return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif key_type == TRANSACTION_KEY_TYPE:
+            if not authorization.authorize(
+                request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+            ):
+                return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif key_type == SHARE_KEY_TYPE and version >= 6:
+            if not authorization.authorize(
+                request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+            ):
+                return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return None
+
+    def _authorized_coordinator(
+        self, request: Request, key: str, key_type: int, version: int
+    ) -> tuple[int, int, str, int]:
+        """``coordinator``, each key first authorized when there is an authorizer."""
+        if self.authorization.enabled:
+            refusal = self._refusal(request, key, key_type, version)
+            if refusal is not None:
+                log_refusal(request, refusal, f"{request.principal} may not find the coordinator of {key!r}")
+                return refusal, -1, "", -1
+        return self.coordinator(key, key_type, request.listener, version)
+
     async def handle_find_coordinator(self, request: Request) -> Message:
         """Kafka 3.9's handleFindCoordinatorRequest. Before v4 one key, its error message Kafka's
         ``Errors.message()`` (``"NONE"`` on success); from v4 a batch of keys, each without a message
@@ -155,7 +195,7 @@ class FindCoordinator:
         known_type = key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE)
         if version < 4:
             if known_type:
-                error, node, host, port = self.coordinator(body.key, key_type, request.listener, version)
+                error, node, host, port = self._authorized_coordinator(request, body.key, key_type, version)
             else:
                 error, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
             return FindCoordinatorResponse(
@@ -169,8 +209,24 @@ class FindCoordinator:
         coordinators = []
         for key in body.coordinator_keys:
             if known_type:
-                error, node, host, port = self.coordinator(key, key_type, request.listener, version)
+                error, node, host, port = self._authorized_coordinator(request, key, key_type, version)
                 message = None
+                if error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                    # Kafka throws: the whole request fails (getErrorResponse: every key, with the message).
+                    return FindCoordinatorResponse(
+                        throttle_time_ms=0,
+                        coordinators=[
+                            FindCoordinatorResponse.Coordinator(
+                                key=k,
+                                node_id=-1,
+                                host="",
+                                port=-1,
+                                error_code=error,
+                                error_message=description(error),
+                            )
+                            for k in body.coordinator_keys
+                        ],
+                    )
             else:
                 error, node, host, port = ErrorCode.INVALID_REQUEST, -1, "", -1
                 message = description(error)

@@ -9,6 +9,15 @@ rebalance, and OffsetCommit, TxnOffsetCommit, OffsetDelete and DeleteGroups for 
 written, without holding a request handler: the coordinator answers with a future, on which the
 response is parked (``network.handler_pool.park``).
 
+Authorization is Kafka 3.9's KafkaApis, check for check (``broker.authorization``): the group protocol
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and OffsetCommit need READ on the group, OffsetCommit and
+TxnOffsetCommit READ on each topic too (a topic without it: TOPIC_AUTHORIZATION_FAILED for its
+partitions), TxnOffsetCommit first WRITE on the transactional id; OffsetFetch needs DESCRIBE on the
+group and hides (all topics asked) or refuses (topics named) the topics without DESCRIBE; DescribeGroups
+needs DESCRIBE on each group and reports ``authorized_operations``; ListGroups lists every group to a
+principal with DESCRIBE on the cluster, else only the groups it may DESCRIBE; DeleteGroups needs DELETE
+on each group, OffsetDelete DELETE on the group and READ on each topic.
+
 This module also gives the coordinator what it needs of the broker (``coordinator`` does not import
 ``broker``): ``CoordinatorTopicReplicas`` appends to and reads this broker's replicas of
 ``__consumer_offsets``, and ``on_role_change`` (a ReplicaManager role listener) loads or unloads an
@@ -26,6 +35,7 @@ from typing import Protocol, TypeVar
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import KafkaConfig
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ProduceResults, ReplicaManager
@@ -71,6 +81,7 @@ from protocol.messages import (
     TxnOffsetCommitResponse,
 )
 from protocol.topic import GROUP_METADATA_TOPIC
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server_common.futures import completed, then
 from storage.producer_state import AppendOrigin
 from zk.client import ZkClient
@@ -83,11 +94,16 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # DescribeGroups' authorized operations without an authorizer: every group operation (READ = 3,
 # DELETE = 6, DESCRIBE = 8), as a bit field.
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# DescribeGroupsResponse.groupError's fields for a group the principal may not describe.
+UNKNOWN_STATE = UNKNOWN_PROTOCOL_TYPE = UNKNOWN_PROTOCOL = ""
 CLASSIC_GROUP_TYPE = "classic"
 NO_OFFSET = -1
 # OffsetFetch's stand-in for the offset of a partition whose commit is pending (require_stable).
 _UNSTABLE = OffsetAndMetadata(NO_OFFSET)
+# ... and of a partition of a topic named in the request that the principal may not describe.
+_UNAUTHORIZED = OffsetAndMetadata(NO_OFFSET)
 _CommitPartition = OffsetCommitRequest.OffsetCommitRequestPartition
+_TxnCommitPartition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
 
 
 def zk_consumer_offset_path(group_id: str, topic: str, partition: int) -> str:
@@ -207,16 +223,23 @@ def offset_config(config: KafkaConfig) -> OffsetConfig:
 
 
 class GroupApis:
+    # A class default too: tests build the handlers without the constructor.
+    authorization: Authorization = ALLOW_ALL
+
     def __init__(
         self,
         config: KafkaConfig,
         metadata_cache: MetadataCache,
         replica_manager: ReplicaManager,
         zk: ZkClient | None = None,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
         """``zk``: where OffsetCommit v0 and OffsetFetch v0 keep offsets (None: those versions answer
-        UNSUPPORTED_VERSION, as Kafka without ZooKeeper)."""
+        UNSUPPORTED_VERSION, as Kafka without ZooKeeper). ``authorization``: what each request may do
+        (``ALLOW_ALL``: no authorizer)."""
         self.config = config
+        self.authorization = authorization
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self.zk = zk
@@ -268,11 +291,36 @@ class GroupApis:
         partition's groups become committed offsets, or are dropped (Kafka's onTransactionCompleted)."""
         self.coordinator.on_transaction_completed(producer_id, [offsets_partition], commit)
 
+    # -- authorization ----------------------------------------------------------------------------
+
+    def _may(self, request: Request, operation: AclOperation, group_id: str) -> bool:
+        """Whether the request's principal may do ``operation`` on the group (denials are logged by the
+        authorizer)."""
+        return self.authorization.authorize(request, operation, ResourceType.GROUP, group_id)
+
+    def _readable_topics(self, request: Request, topics: Sequence[_RequestTopic[_P]]) -> set[str]:
+        """The request's topics the principal may READ (OffsetCommit, TxnOffsetCommit, OffsetDelete)."""
+        return self.authorization.filter_authorized(
+            request, AclOperation.READ, ResourceType.TOPIC, (t.name for t in topics)
+        )
+
     # -- the group protocol -----------------------------------------------------------------------
 
     async def handle_join_group(self, request: Request) -> Message | Parked | None:
         body: JoinGroupRequest = request.body
         version = request.version
+        if not self._may(request, AclOperation.READ, body.group_id):
+            # JoinGroupRequest.getErrorResponse: no generation, leader or member; before v7 the protocol
+            # name is "" (not nullable), from v7 null.
+            return JoinGroupResponse(
+                throttle_time_ms=0,
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                generation_id=-1,
+                protocol_name="" if version < 7 else None,
+                leader="",
+                member_id="",
+                members=[],
+            )
         # v0 had one timeout for the session and the rebalance.
         rebalance_timeout_ms = body.session_timeout_ms if version == 0 else body.rebalance_timeout_ms
         joined = self.coordinator.handle_join_group(
@@ -334,6 +382,10 @@ class GroupApis:
         if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
             # From v5 both are mandatory.
             return response(SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return SyncGroupResponse(
+                throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b""
+            )
         synced = self.coordinator.handle_sync_group(
             body.group_id,
             body.generation_id,
@@ -347,6 +399,8 @@ class GroupApis:
 
     async def handle_heartbeat(self, request: Request) -> Message:
         body: HeartbeatRequest = request.body
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return HeartbeatResponse(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
         error = self.coordinator.handle_heartbeat(
             body.group_id, body.member_id, body.group_instance_id, body.generation_id
         )
@@ -355,6 +409,10 @@ class GroupApis:
     async def handle_leave_group(self, request: Request) -> Message:
         body: LeaveGroupRequest = request.body
         version = request.version
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return LeaveGroupResponse(
+                throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[]
+            )
         if version < 3:
             leaving = [MemberIdentity(body.member_id)]
         else:
@@ -378,20 +436,30 @@ class GroupApis:
     # -- offsets ----------------------------------------------------------------------------------
 
     def _known_partitions(
-        self, topics: Sequence[_RequestTopic[_P]]
+        self, topics: Sequence[_RequestTopic[_P]], readable: set[str] | None = None
     ) -> tuple[list[tuple[tuple[str, int], _P]], dict[tuple[str, int], int]]:
-        """The request's partitions this broker knows of, each with its entry in the request, and
-        UNKNOWN_TOPIC_OR_PARTITION for the others (OffsetCommit and OffsetDelete skip those)."""
+        """The request's partitions this broker knows of in the ``readable`` topics (None: all), each
+        with its entry in the request, and for the others TOPIC_AUTHORIZATION_FAILED (a topic not
+        readable) or UNKNOWN_TOPIC_OR_PARTITION (OffsetCommit, TxnOffsetCommit and OffsetDelete skip
+        those, as Kafka's)."""
         known: list[tuple[tuple[str, int], _P]] = []
         unknown: dict[tuple[str, int], int] = {}
         for topic in topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
-                if self.metadata_cache.partition(*tp) is None:
+                if readable is not None and topic.name not in readable:
+                    unknown[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif self.metadata_cache.partition(*tp) is None:
                     unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     known.append((tp, p))
         return known, unknown
+
+    @staticmethod
+    def _all_partitions(topics: Sequence[_RequestTopic[_P]], error: int) -> dict[tuple[str, int], int]:
+        """``error`` for every partition of the request (Kafka's getErrorResponse of OffsetCommit and
+        TxnOffsetCommit)."""
+        return {(t.name, p.partition_index): error for t in topics for p in t.partitions}
 
     async def handle_offset_commit(self, request: Request) -> Message | Parked | None:
         """Kafka 3.9's handleOffsetCommitRequest: v0 to ZooKeeper, v1+ to the group coordinator. v9
@@ -402,7 +470,11 @@ class GroupApis:
         now = _now_ms()
         # OffsetCommit v2-v4 may say how long to keep the offsets (later versions: the broker decides).
         retention = body.retention_time_ms if 2 <= version <= 4 else -1
-        known, unknown = self._known_partitions(body.topics)
+        known: list[tuple[tuple[str, int], _CommitPartition]] = []
+        if not self._may(request, AclOperation.READ, body.group_id):
+            unknown = self._all_partitions(body.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        else:
+            known, unknown = self._known_partitions(body.topics, self._readable_topics(request, body.topics))
         offsets = {
             tp: OffsetAndMetadata(
                 offset=p.committed_offset,
@@ -486,7 +558,16 @@ class GroupApis:
         body: TxnOffsetCommitRequest = request.body
         version = request.version
         now = _now_ms()
-        known, unknown = self._known_partitions(body.topics)
+        # The transactional id (which implies the producer id) first, then the group, then the topics.
+        known: list[tuple[tuple[str, int], _TxnCommitPartition]] = []
+        if not self.authorization.authorize(
+            request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+        ):
+            unknown = self._all_partitions(body.topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not self._may(request, AclOperation.READ, body.group_id):
+            unknown = self._all_partitions(body.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        else:
+            known, unknown = self._known_partitions(body.topics, self._readable_topics(request, body.topics))
         offsets = {
             tp: OffsetAndMetadata(
                 offset=p.committed_offset,
@@ -581,37 +662,81 @@ class GroupApis:
                     committed_leader_epoch=-1 if found is None else found.leader_epoch,
                     metadata="" if found is None else found.metadata,
                     # A pending commit (require_stable): no offset, and the client retries.
-                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT if found is _UNSTABLE else ErrorCode.NONE,
+                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    if found is _UNSTABLE
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if found is _UNAUTHORIZED
+                    else ErrorCode.NONE,
                 )
             )
         return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]
 
     def _fetch_offsets(
-        self, group_id: str, topics: Sequence[_OffsetFetchTopic] | None, require_stable: bool = False
+        self,
+        request: Request,
+        group_id: str,
+        topics: Sequence[_OffsetFetchTopic] | None,
+        require_stable: bool = False,
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """(error, offsets); with ``require_stable`` (OffsetFetch v7+) the partitions with a pending
-        commit, transactional or not, map to ``_UNSTABLE`` (UNSTABLE_OFFSET_COMMIT, as Kafka)."""
+        commit, transactional or not, map to ``_UNSTABLE`` (UNSTABLE_OFFSET_COMMIT, as Kafka).
+
+        Authorization as Kafka's handleOffsetFetchRequestFromCoordinator: GROUP_AUTHORIZATION_FAILED
+        without DESCRIBE on the group; of the topics named, those the principal may not DESCRIBE are
+        not fetched and answered TOPIC_AUTHORIZATION_FAILED (after the others); of all the group's
+        topics (``topics`` None), those are left out."""
+        describe, topic_type = AclOperation.DESCRIBE, ResourceType.TOPIC
+        if not self._may(request, describe, group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
+        denied: list[tuple[str, int]] = []
+        if topics is not None and self.authorization.enabled:
+            describable = self.authorization.filter_authorized(
+                request, describe, topic_type, (t.name for t in topics)
+            )
+            denied = [(t.name, p) for t in topics if t.name not in describable for p in t.partition_indexes]
+            topics = [t for t in topics if t.name in describable]
         partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         error, offsets = self.coordinator.handle_fetch_offsets(group_id, partitions)
         if partitions is None:
             offsets = dict(sorted(offsets.items()))
+            if not error and self.authorization.enabled:
+                describable = self.authorization.filter_authorized(
+                    request, describe, topic_type, (topic for topic, _ in offsets)
+                )
+                offsets = {tp: found for tp, found in offsets.items() if tp[0] in describable}
         if require_stable and not error:
             for tp in self.coordinator.unstable_offsets(group_id, list(offsets)):
                 offsets[tp] = _UNSTABLE
+        if not error:
+            offsets.update(dict.fromkeys(denied, _UNAUTHORIZED))
         return error, offsets
 
-    async def _fetch_offsets_from_zk(self, body: OffsetFetchRequest) -> OffsetFetchResponse:
+    async def _fetch_offsets_from_zk(self, request: Request, body: OffsetFetchRequest) -> OffsetFetchResponse:
         """OffsetFetch v0 (Kafka's handleOffsetFetchRequestFromZookeeper): the offsets OffsetCommit v0
         stored in ZooKeeper; an unknown partition, or one with no offset there, is
-        UNKNOWN_TOPIC_OR_PARTITION with offset -1 (Kafka's UNKNOWN_PARTITION)."""
+        UNKNOWN_TOPIC_OR_PARTITION with offset -1 (Kafka's UNKNOWN_PARTITION). Without DESCRIBE on the
+        group every partition is GROUP_AUTHORIZATION_FAILED, one of a topic the principal may not
+        DESCRIBE TOPIC_AUTHORIZATION_FAILED (Kafka's UNAUTHORIZED_PARTITION)."""
         zk = self.zk
+        group_error = ErrorCode.NONE
+        describable: set[str] | None = None
+        if not self._may(request, AclOperation.DESCRIBE, body.group_id):
+            group_error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif self.authorization.enabled:
+            describable = self.authorization.filter_authorized(
+                request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics or [])
+            )
         topics = []
         for t in body.topics or []:
             partitions = []
             for index in t.partition_indexes:
                 offset, error = NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if zk is None:
+                if group_error:
+                    error = group_error
+                elif zk is None:
                     error = ErrorCode.UNSUPPORTED_VERSION
+                elif describable is not None and t.name not in describable:
+                    error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif self.metadata_cache.partition(t.name, index) is not None:
                     try:
                         found = await zk.get(zk_consumer_offset_path(body.group_id, t.name, index))
@@ -635,11 +760,11 @@ class GroupApis:
         body: OffsetFetchRequest = request.body
         version = request.version
         if version == 0:
-            return await self._fetch_offsets_from_zk(body)
+            return await self._fetch_offsets_from_zk(request, body)
         if version >= 8:
             groups = []
             for g in body.groups:
-                error, offsets = self._fetch_offsets(g.group_id, g.topics, body.require_stable)
+                error, offsets = self._fetch_offsets(request, g.group_id, g.topics, body.require_stable)
                 groups.append(
                     OffsetFetchResponse.OffsetFetchResponseGroup(
                         group_id=g.group_id,
@@ -656,7 +781,9 @@ class GroupApis:
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         # Before v2 "all topics" did not exist; an empty list meant none.
         topics = body.topics if version >= 2 else body.topics or []
-        error, offsets = self._fetch_offsets(body.group_id, topics, version >= 7 and body.require_stable)
+        error, offsets = self._fetch_offsets(
+            request, body.group_id, topics, version >= 7 and body.require_stable
+        )
         if error and version < 2 and topics is not None:  # (a list before v2: see above)
             # No top-level error before v2: each partition carries it.
             by_topic = [
@@ -686,7 +813,11 @@ class GroupApis:
 
     async def handle_offset_delete(self, request: Request) -> Message | Parked | None:
         body: OffsetDeleteRequest = request.body
-        known, unknown = self._known_partitions(body.topics)
+        if not self._may(request, AclOperation.DELETE, body.group_id):
+            return OffsetDeleteResponse(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+            )
+        known, unknown = self._known_partitions(body.topics, self._readable_topics(request, body.topics))
         deleted = self.coordinator.handle_delete_offsets(body.group_id, [tp for tp, _ in known])
         return park(deleted, partial(self._offset_delete_response, body, unknown))
 
@@ -721,16 +852,35 @@ class GroupApis:
     # -- admin ------------------------------------------------------------------------------------
 
     async def handle_describe_groups(self, request: Request) -> Message:
+        """Kafka's handleDescribeGroupsRequest: the groups the principal may not DESCRIBE first, with
+        GROUP_AUTHORIZATION_FAILED, then the others as the coordinator describes them, with (v3+, when
+        asked) the operations the principal may do on each group described without error."""
         body: DescribeGroupsRequest = request.body
-        groups = []
+        denied, groups = [], []
         for group_id in body.groups:
+            if not self._may(request, AclOperation.DESCRIBE, group_id):
+                denied.append(
+                    DescribeGroupsResponse.DescribedGroup(
+                        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        group_id=group_id,
+                        group_state=UNKNOWN_STATE,
+                        protocol_type=UNKNOWN_PROTOCOL_TYPE,
+                        protocol_data=UNKNOWN_PROTOCOL,
+                        members=[],
+                        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                    )
+                )
+                continue
             error, summary = self.coordinator.handle_describe_group(group_id)
-            groups.append(self._described_group(group_id, error, summary, body.include_authorized_operations))
-        return DescribeGroupsResponse(throttle_time_ms=0, groups=groups)
+            operations = AUTHORIZED_OPERATIONS_OMITTED
+            if request.version >= 3 and body.include_authorized_operations and error == ErrorCode.NONE:
+                operations = self.authorization.authorized_operations(request, ResourceType.GROUP, group_id)
+            groups.append(self._described_group(group_id, error, summary, operations))
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=denied + groups)
 
     @staticmethod
     def _described_group(
-        group_id: str, error: int, summary: GroupSummary, with_operations: bool
+        group_id: str, error: int, summary: GroupSummary, operations: int
     ) -> DescribeGroupsResponse.DescribedGroup:
         return DescribeGroupsResponse.DescribedGroup(
             error_code=error,
@@ -749,9 +899,7 @@ class GroupApis:
                 )
                 for m in summary.members
             ],
-            authorized_operations=GROUP_OPERATIONS
-            if with_operations and error == ErrorCode.NONE
-            else AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=operations,
         )
 
     async def handle_list_groups(self, request: Request) -> Message:
@@ -759,9 +907,23 @@ class GroupApis:
         version = request.version
         states = set(body.states_filter) if version >= 4 else set()
         types = {t.lower() for t in body.types_filter} if version >= 5 else set()
+        # Kafka's handleListGroupsRequest: every group to a principal that may DESCRIBE the cluster, else
+        # only the groups it may DESCRIBE; neither check logs a denial (a listing, not a refusal).
+        every_group = self.authorization.authorize(
+            request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+        )
         error, groups = self.coordinator.handle_list_groups(states)
         if types and CLASSIC_GROUP_TYPE not in types:
             groups = []  # every group here is a classic one
+        if not every_group:
+            describable = self.authorization.filter_authorized(
+                request,
+                AclOperation.DESCRIBE,
+                ResourceType.GROUP,
+                (group_id for group_id, _, _ in groups),
+                log_if_denied=False,
+            )
+            groups = [g for g in groups if g[0] in describable]
         return ListGroupsResponse(
             throttle_time_ms=0,
             error_code=error,
@@ -779,13 +941,21 @@ class GroupApis:
     async def handle_delete_groups(self, request: Request) -> Message | Parked | None:
         body: DeleteGroupsRequest = request.body
         names = list(dict.fromkeys(body.groups_names))
+        # Kafka: the groups the principal may DELETE are deleted and answered first, then the others
+        # with GROUP_AUTHORIZATION_FAILED.
+        deletable = self.authorization.filter_authorized(
+            request, AclOperation.DELETE, ResourceType.GROUP, names
+        )
+        denied = [name for name in names if name not in deletable]
+        names = [name for name in names if name in deletable]
 
         def response(errors: dict[str, int]) -> Message:
+            errors = {**errors, **dict.fromkeys(denied, ErrorCode.GROUP_AUTHORIZATION_FAILED)}
             return DeleteGroupsResponse(
                 throttle_time_ms=0,
                 results=[
                     DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=errors[name])
-                    for name in names
+                    for name in names + denied
                 ],
             )
 

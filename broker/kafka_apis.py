@@ -10,6 +10,15 @@ Produce from ``broker.produce_apis``, Fetch from ``broker.fetch_apis``, ListOffs
 response advertises exactly the APIs that have a handler, at the ranges of ``protocol.api_versions``,
 and from v3 the finalized features (``broker.features``). With no authorizer, Metadata and
 DescribeCluster report every operation valid for a topic or the cluster when asked, as Kafka does.
+
+Authorization (``broker.authorization``, Kafka 3.9's KafkaApis checks): Metadata answers only the
+topics the principal may DESCRIBE (a topic named but not describable is TOPIC_AUTHORIZATION_FAILED,
+its existence not disclosed; in an all-topics request it is left out) and auto-creates a topic only
+with CREATE on the cluster or on the topic; the authorized operations of Metadata and DescribeCluster
+are the principal's (0 for the cluster without DESCRIBE on it). OffsetForLeaderEpoch needs
+CLUSTER_ACTION on the cluster (replicas) or DESCRIBE on each topic (consumers, KIP-320); the
+controller's LeaderAndIsr, UpdateMetadata and StopReplica need CLUSTER_ACTION
+(CLUSTER_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.features import FinalizedFeatures
 from broker.fetch_apis import FetchApis
 from broker.list_offsets import ListOffsetsApis
@@ -48,6 +58,7 @@ from protocol.messages import (
     UpdateMetadataResponse,
 )
 from protocol.topic import INTERNAL_TOPICS, is_internal, topic_name_error
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +128,13 @@ class KafkaApis:
         auto_create_topic: Callable[[str], Awaitable[None]] | None = None,
         features: FinalizedFeatures | None = None,
         fetch_apis: FetchApis | None = None,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
+        """``authorization``: the server's (``ALLOW_ALL`` without an authorizer); it is handed on to
+        the Produce, ListOffsets and (when not given) Fetch handlers built here."""
         self.broker_id = broker_id
+        self.authorization = authorization
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self._auto_create_topic = auto_create_topic
@@ -127,10 +143,12 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
-            **ProduceApis(metadata_cache, replica_manager).handlers(),
+            **ProduceApis(metadata_cache, replica_manager, authorization=authorization).handlers(),
             # The server's has the fetch-session cache and fetch.max.bytes of its config.
-            **(fetch_apis or FetchApis(metadata_cache, replica_manager)).handlers(),
-            **ListOffsetsApis(metadata_cache, replica_manager).handlers(),
+            **(
+                fetch_apis or FetchApis(metadata_cache, replica_manager, authorization=authorization)
+            ).handlers(),
+            **ListOffsetsApis(metadata_cache, replica_manager, authorization=authorization).handlers(),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
             ApiKey.UPDATE_METADATA: self.handle_update_metadata,
@@ -253,28 +271,72 @@ class KafkaApis:
             topic_authorized_operations=operations,
         )
 
+    def _cluster_operations(self, request: Request) -> int:
+        """The cluster's authorized operations for Metadata v8-10 and DescribeCluster (Kafka: 0 without
+        DESCRIBE on the cluster, else those of its operations the principal may do)."""
+        authorization = self.authorization
+        if not authorization.enabled:
+            return CLUSTER_OPERATIONS
+        if not authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return 0
+        return authorization.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    @staticmethod
+    def _unauthorized_topic(
+        name: str | None, topic_id: uuid.UUID = _ZERO_UUID, internal: bool = False
+    ) -> MetadataResponse.MetadataResponseTopic:
+        """TOPIC_AUTHORIZATION_FAILED, with nothing about the topic (named by id: the id, no name)."""
+        return MetadataResponse.MetadataResponseTopic(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            name=name,
+            topic_id=topic_id,
+            is_internal=internal,
+            partitions=[],
+        )
+
     async def handle_metadata(self, request: Request) -> MetadataResponse:
+        """Kafka 3.9's handleTopicMetadataRequest. With an authorizer, the topics the principal may not
+        DESCRIBE are left out of an all-topics answer (no denial logged) and answered
+        TOPIC_AUTHORIZATION_FAILED when named, whether they exist or not; a missing topic is
+        auto-created only with CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
         body: MetadataRequest = request.body
+        authorization = self.authorization
         requested = body.topics
         if requested is not None and not requested and request.version == 0:
             requested = None  # in v0 an empty list means every topic
         # Before v4 every Metadata request may create topics; from v4 the client says.
         allow_auto_create = request.version < 4 or body.allow_auto_topic_creation
         # v8+: with no authorizer, every operation valid for a topic / the cluster (v8-10 only).
-        topic_operations = (
-            TOPIC_OPERATIONS
-            if request.version >= 8 and body.include_topic_authorized_operations
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        include_topic_operations = request.version >= 8 and body.include_topic_authorized_operations
+
+        def operations(name: str | None) -> int:
+            if not include_topic_operations:
+                return AUTHORIZED_OPERATIONS_OMITTED
+            if not authorization.enabled:
+                return TOPIC_OPERATIONS
+            if name is None:
+                return AUTHORIZED_OPERATIONS_OMITTED
+            return authorization.authorized_operations(request, ResourceType.TOPIC, name)
+
         cluster_operations = (
-            CLUSTER_OPERATIONS
+            self._cluster_operations(request)
             if 8 <= request.version <= 10 and body.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED
         )
+        cache = self.metadata_cache
         topics: list[MetadataResponse.MetadataResponseTopic] = []
         names: list[str | None]
+        # With an authorizer: the topics the principal may DESCRIBE, and those it may not create.
+        describable: set[str] | None = None
+        not_creatable: set[str] = set()
         if requested is None:
-            names = list(self.metadata_cache.topic_names())
+            existing = list(cache.topic_names())
+            if authorization.enabled:
+                allowed = authorization.filter_authorized(
+                    request, AclOperation.DESCRIBE, ResourceType.TOPIC, existing, log_if_denied=False
+                )
+                existing = [n for n in existing if n in allowed]
+            names = list(existing)
         else:
             problem = _metadata_request_problem(requested, request.version)
             if problem is not None:
@@ -295,30 +357,57 @@ class KafkaApis:
                     ],
                 )
             names = [t.name for t in requested if _topic_id_of(t) == _ZERO_UUID]
+            if authorization.enabled:
+                by_id = (
+                    cache.topic_name(_topic_id_of(t)) for t in requested if _topic_id_of(t) != _ZERO_UUID
+                )
+                describable = authorization.filter_authorized(
+                    request,
+                    AclOperation.DESCRIBE,
+                    ResourceType.TOPIC,
+                    [n for n in (*names, *by_id) if n is not None],
+                )
+                if allow_auto_create and self._auto_create_topic is not None:
+                    missing = [n for n in names if n in describable and not cache.contains(n)]
+                    if missing and not authorization.authorize(
+                        request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+                    ):
+                        creatable = authorization.filter_authorized(
+                            request, AclOperation.CREATE, ResourceType.TOPIC, missing
+                        )
+                        not_creatable = {n for n in missing if n not in creatable}
             for t in requested:
                 topic_id = _topic_id_of(t)
                 if topic_id == _ZERO_UUID:
                     continue
                 # v12+: a topic named by id (UNKNOWN_TOPIC_ID, the name left null, when unknown).
-                name = self.metadata_cache.topic_name(topic_id)
-                if name is not None:
+                name = cache.topic_name(topic_id)
+                if name is None:
                     topics.append(
-                        self._topic_metadata(name, topic_operations, request.version, request.listener)
+                        MetadataResponse.MetadataResponseTopic(
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                            name=None,
+                            topic_id=topic_id,
+                            is_internal=False,
+                            partitions=[],
+                        )
                     )
-                    continue
-                topics.append(
-                    MetadataResponse.MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                        name=None,
-                        topic_id=topic_id,
-                        is_internal=False,
-                        partitions=[],
-                        topic_authorized_operations=topic_operations,
+                elif describable is not None and name not in describable:
+                    # Kafka: topic ids are not secret, so the id is answered (without the name).
+                    topics.append(self._unauthorized_topic(None, topic_id))
+                else:
+                    topics.append(
+                        self._topic_metadata(name, operations(name), request.version, request.listener)
                     )
-                )
         for name in names:
-            if name is not None and self.metadata_cache.contains(name):
-                topics.append(self._topic_metadata(name, topic_operations, request.version, request.listener))
+            if describable is not None and name is not None and name not in describable:
+                topics.append(self._unauthorized_topic(name))  # whether it exists is not disclosed
+                continue
+            if name is not None and cache.contains(name):
+                topics.append(self._topic_metadata(name, operations(name), request.version, request.listener))
+                continue
+            if name in not_creatable:
+                topics.append(self._unauthorized_topic(name, internal=is_internal(name)))
                 continue
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             name_error = topic_name_error(name)
@@ -342,13 +431,13 @@ class KafkaApis:
                     name=name,
                     is_internal=name is not None and is_internal(name),
                     partitions=[],
-                    topic_authorized_operations=topic_operations,
+                    topic_authorized_operations=operations(name),
                 )
             )
         return MetadataResponse(
             throttle_time_ms=0,
             brokers=self._broker_list(request.listener),
-            cluster_id=self.metadata_cache.cluster_id,
+            cluster_id=cache.cluster_id,
             # Clients send admin requests to the "controller"; any broker serves them, so name ourselves.
             controller_id=self.broker_id,
             topics=topics,
@@ -398,7 +487,7 @@ class KafkaApis:
                 )
                 for b, e in self.metadata_cache.alive_endpoints(request.listener)
             ],
-            cluster_authorized_operations=CLUSTER_OPERATIONS
+            cluster_authorized_operations=self._cluster_operations(request)
             if body.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_OMITTED,
         )
@@ -419,13 +508,33 @@ class KafkaApis:
 
     async def handle_offset_for_leader_epoch(self, request: Request) -> OffsetForLeaderEpochResponse:
         """Where a leader epoch ends on this leader: followers truncate to it (KIP-101, KIP-279), and
-        consumers check they did not read past a truncation (KIP-320)."""
+        consumers check they did not read past a truncation (KIP-320). With an authorizer, Kafka's
+        check: CLUSTER_ACTION on the cluster (a replica; its denial not logged), else DESCRIBE on each
+        topic (a consumer), whose partitions are TOPIC_AUTHORIZATION_FAILED without it."""
         body: OffsetForLeaderEpochRequest = request.body
+        authorization = self.authorization
+        denied: set[str] = set()
+        if authorization.enabled and not authorization.authorize(
+            request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+        ):
+            names = [t.topic for t in body.topics]
+            allowed = authorization.filter_authorized(
+                request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            )
+            denied = {n for n in names if n not in allowed}
         return OffsetForLeaderEpochResponse(
             throttle_time_ms=0,
             topics=[
                 OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
-                    topic=t.topic, partitions=[self._epoch_end_offset(t.topic, p) for p in t.partitions]
+                    topic=t.topic,
+                    partitions=[
+                        OffsetForLeaderEpochResponse.EpochEndOffset(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition
+                        )
+                        if t.topic in denied
+                        else self._epoch_end_offset(t.topic, p)
+                        for p in t.partitions
+                    ],
                 )
                 for t in body.topics
             ],
@@ -436,7 +545,19 @@ class KafkaApis:
     async def _fenced(self, request: Request) -> int | None:
         """NONE if ``request`` comes from the active controller for this broker's current epoch; else
         the error it is refused with, logged with its peer; None when ZooKeeper cannot say: the
-        connection is closed unanswered (a controller resends on a new connection, not after an error)."""
+        connection is closed unanswered (a controller resends on a new connection, not after an error).
+        With an authorizer the sender needs CLUSTER_ACTION on the cluster first (Kafka's
+        authorizeClusterOperation): else CLUSTER_AUTHORIZATION_FAILED, for every partition too."""
+        authorization = self.authorization
+        if authorization.enabled and not authorization.authorize(
+            request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            log_refusal(
+                request,
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{request.principal} may not CLUSTER_ACTION on the cluster",
+            )
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         refusal = await self.replica_manager.check_controller(request.body)
         if refusal is None:
             return ErrorCode.NONE

@@ -12,6 +12,10 @@ holding the newest timestamp (KAFKA-16310).
 
 v0 (handleListOffsetRequestV0, ``legacyFetchOffsetsBefore``): up to ``max_num_offsets`` offsets, newest
 first, from the segments' base offsets and their files' modification times.
+
+With an authorizer every version needs DESCRIBE on each topic; a topic without it has all its
+partitions TOPIC_AUTHORIZATION_FAILED (before any other check, a partition named twice too), as
+Kafka's partitionSeqByAuthorized.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import time
 from typing import Any
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED, Partition
 from broker.replica_manager import ReplicaManager
@@ -27,6 +32,7 @@ from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from server_common.acls import AclOperation, ResourceType
 from storage.errors import StorageError
 from storage.log import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -83,9 +89,16 @@ def legacy_offsets_before(lg: Log, timestamp: int, max_num_offsets: int, now_ms:
 
 
 class ListOffsetsApis:
-    def __init__(self, metadata_cache: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        *,
+        authorization: Authorization = ALLOW_ALL,
+    ) -> None:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
+        self.authorization = authorization
 
     def handlers(self) -> dict[int, Any]:
         """api key -> handler, merged into KafkaApis."""
@@ -213,9 +226,24 @@ class ListOffsetsApis:
         version = request.version
         topics = []
         topic_response = ListOffsetsResponse.ListOffsetsTopicResponse
+        denied: set[str] = set()
+        if self.authorization.enabled:
+            names = [t.name for t in body.topics]
+            allowed = self.authorization.filter_authorized(
+                request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            )
+            denied = {n for n in names if n not in allowed}
         if version == 0:
             for t in body.topics:
-                partitions = [self._list_offsets_v0(body, t.name, p) for p in t.partitions]
+                if t.name in denied:
+                    partitions = [
+                        PartitionResponse(
+                            partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        )
+                        for p in t.partitions
+                    ]
+                else:
+                    partitions = [self._list_offsets_v0(body, t.name, p) for p in t.partitions]
                 topics.append(topic_response(name=t.name, partitions=partitions))
             return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
         seen: set[tuple[str, int]] = set()
@@ -225,6 +253,12 @@ class ListOffsetsApis:
                 tp = (t.name, p.partition_index)
                 (duplicates if tp in seen else seen).add(tp)
         for t in body.topics:
-            partitions = [self._list_offset(body, version, t.name, p, duplicates) for p in t.partitions]
+            if t.name in denied:
+                partitions = [
+                    _error_response(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in t.partitions
+                ]
+            else:
+                partitions = [self._list_offset(body, version, t.name, p, duplicates) for p in t.partitions]
             topics.append(topic_response(name=t.name, partitions=partitions))
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -15,6 +15,10 @@ between the last check and the swap: the future log becomes the partition's log 
 deleted. Errors, as Kafka's: LOG_DIR_NOT_FOUND (not one of log.dirs), KAFKA_STORAGE_ERROR (the dir or
 the partition is offline), REPLICA_NOT_AVAILABLE (no replica here yet: the dir is remembered and the
 log created there when the LeaderAndIsr comes). A move to another dir replaces a move in progress.
+
+Authorization, as Kafka 3.9's KafkaApis: DescribeLogDirs needs DESCRIBE on the cluster (else no dirs and,
+v3+, CLUSTER_AUTHORIZATION_FAILED), AlterReplicaLogDirs ALTER on the cluster (else every partition is
+CLUSTER_AUTHORIZATION_FAILED and nothing moves).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.replica_manager import ReplicaManager
 from network.handler_pool import Parked
 from network.request_channel import Request
@@ -38,6 +43,7 @@ from protocol.messages import (
     DescribeLogDirsResponse,
     Message,
 )
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from storage.errors import StorageError
 from storage.log import Log
 from storage.log_manager import LogManager
@@ -177,7 +183,17 @@ class ReplicaAlterLogDirsManager:
 
 
 class LogDirsApis:
-    def __init__(self, replica_manager: ReplicaManager, log_manager: LogManager) -> None:
+    # A class default too: tests build the handlers without the constructor.
+    authorization: Authorization = ALLOW_ALL
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        log_manager: LogManager,
+        *,
+        authorization: Authorization = ALLOW_ALL,
+    ) -> None:
+        self.authorization = authorization
         self.replica_manager = replica_manager
         self.log_manager = log_manager
         self.movers = ReplicaAlterLogDirsManager(replica_manager, log_manager)
@@ -192,10 +208,17 @@ class LogDirsApis:
     async def shutdown(self) -> None:
         await self.movers.shutdown()
 
+    def _may(self, request: Request, operation: AclOperation) -> bool:
+        return self.authorization.authorize(request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
     # -- DescribeLogDirs --------------------------------------------------------------------------
 
     async def handle_describe_log_dirs(self, request: Request) -> Message | Parked | None:
         body: DescribeLogDirsRequest = request.body
+        if not self._may(request, AclOperation.DESCRIBE):
+            return DescribeLogDirsResponse(
+                throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[]
+            )
         wanted: set[TopicPartition] | None = None
         if body.topics is not None:
             wanted = {(t.topic, p) for t in body.topics for p in t.partitions}
@@ -274,6 +297,24 @@ class LogDirsApis:
 
     async def handle_alter_replica_log_dirs(self, request: Request) -> Message | Parked | None:
         body: AlterReplicaLogDirsRequest = request.body
+        if not self._may(request, AclOperation.ALTER):
+            # AlterReplicaLogDirsRequest.getErrorResponse: a result per topic of each dir asked for.
+            return AlterReplicaLogDirsResponse(
+                throttle_time_ms=0,
+                results=[
+                    AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(
+                        topic_name=topic.name,
+                        partitions=[
+                            AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(
+                                partition_index=index, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                            )
+                            for index in topic.partitions
+                        ],
+                    )
+                    for entry in body.dirs
+                    for topic in entry.topics
+                ],
+            )
         wanted: dict[TopicPartition, str] = {}
         for entry in body.dirs:
             for topic in entry.topics:

@@ -11,6 +11,12 @@ one and refused with the index of each record at fault (KIP-467 ``record_errors`
 batches are recompressed to the topic's codec (KIP-390 levels) before the append, off the event loop
 when it decompresses or compresses. From Produce v10 a NOT_LEADER_OR_FOLLOWER partition carries the
 leader this broker knows of and the response that leader's endpoint on the request's listener (KIP-951).
+
+With an authorizer (Kafka 3.9's handleProduceRequest): a Produce holding transactional batches needs
+WRITE on its transactional id, else the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (an
+acks=0 producer is disconnected); the partitions of topics without WRITE are TOPIC_AUTHORIZATION_FAILED,
+before anything else is looked at, and the rest are appended. Idempotent producers are checked when
+they get their producer id (InitProducerId), not here, as in Kafka.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import time
 from functools import partial
 from typing import Any, NamedTuple
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.metadata_cache import MetadataCache
 from broker.refusals import log_partition_refusals
 from broker.replica_manager import ProduceResults, ReplicaManager
@@ -28,9 +35,10 @@ from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol import record_batch
 from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, description
 from protocol.messages import Message, ProduceRequest, ProduceResponse
 from protocol.record_batch import ATTR_TRANSACTIONAL
+from server_common.acls import AclOperation, ResourceType
 from server_common.futures import after, completed, compose
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # The low byte of a v2 batch's attributes (offset 21, big-endian int16), where the transactional flag is.
 _ATTRIBUTES_LOW_BYTE = 22
+# Where every record format keeps its magic byte (v2 batch: after base offset, length, leader epoch).
+_MAGIC_BYTE = 16
 # Produce from this version on: producers understand TRANSACTION_ABORTABLE (Kafka's genericError).
 _GENERIC_TXN_ERRORS_VERSION = 11
 # Produce from this version on: NOT_LEADER_OR_FOLLOWER comes with the current leader (KIP-951).
@@ -59,6 +69,25 @@ class Refusal(NamedTuple):
 
 def _refusal(e: StorageError) -> Refusal:
     return Refusal(e.error_code, str(e), e.record_errors)
+
+
+_TOPIC_AUTHORIZATION_FAILED = Refusal(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+
+
+def _has_transactional_records(body: ProduceRequest) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first batch of some partition is a
+    transactional v2 batch."""
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if (
+                records is not None
+                and len(records) > _ATTRIBUTES_LOW_BYTE
+                and records[_MAGIC_BYTE] == 2
+                and records[_ATTRIBUTES_LOW_BYTE] & ATTR_TRANSACTIONAL
+            ):
+                return True
+    return False
 
 
 def _validate_off_loop(
@@ -85,9 +114,16 @@ def _validate_off_loop(
 
 
 class ProduceApis:
-    def __init__(self, metadata_cache: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        *,
+        authorization: Authorization = ALLOW_ALL,
+    ) -> None:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
+        self.authorization = authorization
         # Per connection, the append of a Produce still waiting for transaction verification: the
         # connection's later Produces append after it, as a Kafka connection's requests are handled in
         # order (Samsa reads a connection's next request while a response is parked).
@@ -107,7 +143,17 @@ class ProduceApis:
         checked: list[tuple[str, int, Any, RecordChecks]] = []
         transactional = None
         get_partition = self.replica_manager.get_partition
+        denied: set[str] | None = None
+        if self.authorization.enabled:
+            authorized = self._authorize(request, body)
+            if isinstance(authorized, Refusal):
+                return self._refuse_all(request, body, authorized)
+            denied = authorized
         for topic in body.topic_data:
+            if denied and topic.name in denied:
+                for p in topic.partition_data:
+                    errors[(topic.name, p.index)] = _TOPIC_AUTHORIZATION_FAILED
+                continue
             for p in topic.partition_data:
                 tp = (topic.name, p.index)
                 records = p.records
@@ -172,6 +218,36 @@ class ProduceApis:
             return None
         return self._produce_response(request, body, errors, results)
 
+    def _authorize(self, request: Request, body: ProduceRequest) -> Refusal | set[str]:
+        """With an authorizer: the refusal of the whole request (transactional batches without WRITE on
+        the Produce's transactional id), else the topics the principal may not WRITE to."""
+        authorization = self.authorization
+        if _has_transactional_records(body) and (
+            body.transactional_id is None
+            or not authorization.authorize(
+                request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+            )
+        ):
+            return Refusal(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                description(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            )
+        names = [t.name for t in body.topic_data]
+        allowed = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, names)
+        return {n for n in names if n not in allowed}
+
+    def _refuse_all(self, request: Request, body: ProduceRequest, refusal: Refusal) -> Message | None:
+        """Every partition refused with ``refusal`` (Kafka's ProduceRequest.getErrorResponse), logged; an
+        acks=0 producer, which reads no response, is disconnected instead."""
+        refused: dict[TopicPartition, Refusal] = {
+            (t.name, p.index): refusal for t in body.topic_data for p in t.partition_data
+        }
+        log_partition_refusals(request, [(f"{t}-{p}", r.code, r.message) for (t, p), r in refused.items()])
+        if body.acks == 0:
+            request.connection.close()
+            return None
+        return self._produce_response(request, body, refused, {})
+
     def _unknown(self, tp: TopicPartition) -> Refusal | None:
         """UNKNOWN_TOPIC_OR_PARTITION for a partition neither this broker nor its metadata knows: Kafka
         answers it before looking at the records (asked only once the records are refused, so that
@@ -234,16 +310,7 @@ class ProduceApis:
                     "Transactional records contained more than one producer ID",
                 )
         if refusal is not None:
-            refused: dict[TopicPartition, Refusal] = {
-                (t.name, p.index): refusal for t in body.topic_data for p in t.partition_data
-            }
-            log_partition_refusals(
-                request, [(f"{t}-{p}", r.code, r.message) for (t, p), r in refused.items()]
-            )
-            if acks == 0:
-                request.connection.close()
-                return None
-            return self._produce_response(request, body, refused, {})
+            return self._refuse_all(request, body, refusal)
         manager = self.replica_manager
         verify = bool(sequences) and manager.add_partitions_to_txn is not None
         producer_id, producer_epoch = next(iter(producers)) if producers else (-1, -1)

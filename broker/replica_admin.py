@@ -16,6 +16,10 @@ just deposed), until the request's own timeout. Then it answers its client:
   UpdateMetadata checks. Without a reachable controller every partition gets NOT_CONTROLLER.
 - AlterPartitionReassignments and ListPartitionReassignments: the controller's answer as it is, or
   its top-level NOT_CONTROLLER / REQUEST_TIMED_OUT when none answered.
+
+Authorization, as Kafka 3.9's KafkaApis: ElectLeaders and AlterPartitionReassignments need ALTER on the
+cluster, ListPartitionReassignments DESCRIBE; without it nothing is forwarded and every partition asked
+for (and the request, where the response has a top-level error) is CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -27,20 +31,25 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.controller_channel import ControllerChannel
 from broker.metadata_cache import MetadataCache
+from broker.refusals import log_refusal
 from broker.replica_manager import METADATA_UPDATE, ElectionResults, ReplicaManager
 from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import (
+    AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
     Message,
 )
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server_common.purgatory import DelayedOperation
 
 ELECT_LEADERS_VERSION = 2  # what brokers send the controller (it serves 0-2)
@@ -84,10 +93,19 @@ class DelayedElectLeader(DelayedOperation[ElectionResults]):
 
 
 class ReplicaAdmin:
+    # A class default too: tests build the handlers without the constructor.
+    authorization: Authorization = ALLOW_ALL
+
     def __init__(
-        self, metadata_cache: MetadataCache, channel: ControllerChannel, replica_manager: ReplicaManager
+        self,
+        metadata_cache: MetadataCache,
+        channel: ControllerChannel,
+        replica_manager: ReplicaManager,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
         self.metadata_cache = metadata_cache
+        self.authorization = authorization
         self.channel = channel
         self.replica_manager = replica_manager
 
@@ -120,6 +138,17 @@ class ReplicaAdmin:
         election_type = body.election_type if request.version >= 1 else PREFERRED
         requested = body.topic_partitions
         every_partition = requested is None
+        if not self._may(request, AclOperation.ALTER):
+            # Kafka: CLUSTER_AUTHORIZATION_FAILED at the top (v1+) and, without a message, for each
+            # partition named (none when all were asked for).
+            denied: ElectionResults = {
+                (t.topic, p): (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+                for t in requested or []
+                for p in t.partitions
+            }
+            response = _elect_leaders_response(every_partition, denied)
+            response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return response
         if requested is None:
             partitions = [
                 (topic, p)
@@ -165,9 +194,39 @@ class ReplicaAdmin:
             for p in topic.partition_result
         }
 
+    # -- authorization ----------------------------------------------------------------------------
+
+    def _may(self, request: Request, operation: AclOperation) -> bool:
+        return self.authorization.authorize(request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
     # -- reassignments ------------------------------------------------------------------------------
 
     async def handle_alter_partition_reassignments(self, request: Request) -> Message:
+        body: AlterPartitionReassignmentsRequest = request.body
+        if not self._may(request, AclOperation.ALTER):
+            # Kafka's authorizeClusterOperation throws (logged as the request's failure, here a refusal);
+            # the request's error response carries the error at the top and for every partition.
+            message = _not_authorized(request)
+            log_refusal(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is needed")
+            return AlterPartitionReassignmentsResponse(
+                throttle_time_ms=0,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=message,
+                responses=[
+                    AlterPartitionReassignmentsResponse.ReassignableTopicResponse(
+                        name=topic.name,
+                        partitions=[
+                            AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                                partition_index=p.partition_index,
+                                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                error_message=message,
+                            )
+                            for p in topic.partitions
+                        ],
+                    )
+                    for topic in body.topics
+                ],
+            )
         return await self._forward(
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             request,
@@ -177,6 +236,24 @@ class ReplicaAdmin:
         )
 
     async def handle_list_partition_reassignments(self, request: Request) -> Message:
+        body: ListPartitionReassignmentsRequest = request.body
+        if not self._may(request, AclOperation.DESCRIBE):
+            log_refusal(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE on the cluster is needed")
+            return ListPartitionReassignmentsResponse(
+                throttle_time_ms=0,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=_not_authorized(request),
+                topics=[
+                    ListPartitionReassignmentsResponse.OngoingTopicReassignment(
+                        name=topic.name,
+                        partitions=[
+                            ListPartitionReassignmentsResponse.OngoingPartitionReassignment(partition_index=p)
+                            for p in topic.partition_indexes
+                        ],
+                    )
+                    for topic in body.topics or []
+                ],
+            )
         return await self._forward(
             ApiKey.LIST_PARTITION_REASSIGNMENTS,
             request,
@@ -195,6 +272,12 @@ class ReplicaAdmin:
             )
         except KafkaError as e:
             return failed(e)
+
+
+def _not_authorized(request: Request) -> str:
+    """The message of Kafka's ClusterAuthorizationException from authorizeClusterOperation ("Request
+    <request> is not authorized."), naming the request as Samsa's logs do."""
+    return f"Request {request.api.name} v{request.version} from {request.peer} is not authorized."
 
 
 def _elect_leaders_response(every_partition: bool, results: ElectionResults) -> ElectLeadersResponse:

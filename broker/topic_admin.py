@@ -14,6 +14,13 @@ topics together, ``validate_only`` or not) or CreatePartitions that would create
 ``MAX_PARTITIONS_PER_BATCH`` partitions is refused whole with POLICY_VIOLATION, before any assignment is
 computed; assignments are computed off the event loop. Each refused request is logged once
 (``broker.refusals``), its topics' errors summarised.
+
+Authorization is Kafka 3.9's KafkaApis (``broker.authorization``): CreateTopics needs CREATE on the
+cluster or on each topic (else TOPIC_AUTHORIZATION_FAILED), and only a topic the principal may
+DESCRIBE_CONFIGS is answered with its configs, partitions, replication factor and id (else its
+``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED); DeleteTopics needs DELETE on each topic, and a
+topic named by id that the principal may not DESCRIBE is answered without its name; CreatePartitions
+needs ALTER on each topic.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from broker.admin_zk import AdminZkClient
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import KafkaConfig
 from broker.config_entries import ConfigDescriber, check_topic_configs
 from broker.config_listener import ConfigChangeListener
@@ -42,6 +50,7 @@ from protocol.messages import (
     DeleteTopicsResponse,
 )
 from protocol.topic import is_internal, topic_name_error
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server_common.replica_assignment import (
     BrokerMetadata,
     assign_replicas,
@@ -68,6 +77,11 @@ MAX_PARTITIONS_PER_BATCH = 10_000
 EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 EXAMPLE_CHARS = 200  # of a topic name or error message quoted in a refusal's log line
 
+# Kafka's answers to a topic the principal may not create / alter (their messages are Kafka's).
+_CREATE_DENIED = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+_ALTER_DENIED_MESSAGE = "The topic authorization is failed."
+_DELETE_DENIED = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
 
 def _partitions_requested(
     topics: Iterable[CreateTopicsRequest.CreatableTopic], default_num_partitions: int
@@ -85,11 +99,17 @@ def _partitions_requested(
     return total
 
 
-def _fail_topic(result: CreateTopicsResponse.CreatableTopicResult, error: KafkaError) -> None:
-    """Sets a CreateTopics result to ``error``, its other fields to what Kafka answers for a failed topic."""
+def _fail_topic(
+    result: CreateTopicsResponse.CreatableTopicResult, error: KafkaError, *, checked: bool = True
+) -> None:
+    """Sets a CreateTopics result to ``error``, its other fields to what Kafka answers for a failed topic.
+    ``checked``: the topic failed in the creation proper, which clears its ``topic_config_error_code``
+    (Kafka's handleCreateTopicsResults); a topic refused before (duplicate, not authorized) keeps it."""
     result.error_code, result.error_message = error.code, error.message
     result.num_partitions, result.replication_factor, result.configs = -1, -1, []
     result.topic_id = ZERO_UUID
+    if checked:
+        result.topic_config_error_code = ErrorCode.NONE
 
 
 def _partitions_result(
@@ -124,6 +144,9 @@ def _log_refusals(request: Request, errors: Sequence[tuple[str | None, KafkaErro
 
 
 class TopicAdmin:
+    # A class default too: tests build the handlers without the constructor.
+    authorization: Authorization = ALLOW_ALL
+
     def __init__(
         self,
         config: KafkaConfig,
@@ -131,8 +154,11 @@ class TopicAdmin:
         metadata_cache: MetadataCache,
         dynamic: DynamicBrokerConfig,
         listener: ConfigChangeListener,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
         self.config = config
+        self.authorization = authorization
         self.admin_zk = admin_zk
         self.metadata_cache = metadata_cache
         self.dynamic = dynamic
@@ -194,12 +220,23 @@ class TopicAdmin:
             CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_message=None)
             for topic in body.topics
         ]
-        requested = _partitions_requested(body.topics, self.config["num.partitions"])
+        creatable, describable = self._create_topics_authorized(request, body)
+        for result in results:
+            if result.name != CLUSTER_METADATA_TOPIC and result.name not in describable:
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        denied = {t.name for t in body.topics} - creatable - {CLUSTER_METADATA_TOPIC}
+        requested = _partitions_requested(
+            (t for t in body.topics if t.name not in denied), self.config["num.partitions"]
+        )
         if requested > MAX_PARTITIONS_PER_BATCH:
-            # Kafka refuses the whole request before looking at any topic.
+            # Kafka refuses the whole request before looking at any topic (but those the principal may
+            # not create keep their TOPIC_AUTHORIZATION_FAILED).
             refusal = KafkaError(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
             for result in results:
-                _fail_topic(result, refusal)
+                if result.name in denied:
+                    _fail_topic(result, _CREATE_DENIED, checked=False)
+                else:
+                    _fail_topic(result, refusal)
             log_refusal(
                 request,
                 refusal.code,
@@ -207,25 +244,54 @@ class TopicAdmin:
                 f"{MAX_PARTITIONS_PER_BATCH} per request",
             )
             return CreateTopicsResponse(throttle_time_ms=0, topics=results)
-        errors, pending = await self._create_topics(body, results)
+        errors, refused_early, pending = await self._create_topics(body, results, denied, describable)
         late = await self._await_outcome(pending, body.timeout_ms, "The creation")
         refused = []
         for i, result in enumerate(results):
             error = errors.get(i) or late.get(result.name)
             if error is not None:
-                _fail_topic(result, error)
+                _fail_topic(result, error, checked=i not in refused_early)
                 refused.append((result.name, error))
         _log_refusals(request, refused, len(results))
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
+    def _create_topics_authorized(
+        self, request: Request, body: CreateTopicsRequest
+    ) -> tuple[set[str], set[str]]:
+        """The topics of a CreateTopics the principal may create (CREATE on the cluster: all; else those
+        with CREATE on the topic) and those it may DESCRIBE_CONFIGS (Kafka's handleCreateTopicsRequest:
+        neither the cluster check nor the configs check logs a denial)."""
+        authorization = self.authorization
+        names = {t.name for t in body.topics} - {CLUSTER_METADATA_TOPIC}
+        if authorization.authorize(
+            request, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+        ):
+            creatable = names
+        else:
+            creatable = authorization.filter_authorized(
+                request, AclOperation.CREATE, ResourceType.TOPIC, names
+            )
+        describable = authorization.filter_authorized(
+            request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_if_denied=False
+        )
+        return creatable, describable
+
     async def _create_topics(
-        self, body: CreateTopicsRequest, results: list[CreateTopicsResponse.CreatableTopicResult]
-    ) -> tuple[dict[int, KafkaError], dict[str, Callable[[], bool]]]:
-        """Checks and (unless ``validate_only``) writes each topic, filling in its result; returns the
-        topics' errors (by index) and, by topic written, the check that its creation was applied."""
+        self,
+        body: CreateTopicsRequest,
+        results: list[CreateTopicsResponse.CreatableTopicResult],
+        denied: set[str],
+        describable: set[str],
+    ) -> tuple[dict[int, KafkaError], set[int], dict[str, Callable[[], bool]]]:
+        """Checks and (unless ``validate_only``) writes each topic, filling in its result (configs,
+        partitions, replication factor and id only for the ``describable`` topics); returns the topics'
+        errors (by index), the indexes refused before any check of the topic itself (Kafka's order: the
+        metadata topic, duplicates, then the ``denied`` topics) and, by topic written, the check that its
+        creation was applied."""
         counts = Counter(t.name for t in body.topics)
         brokers = await self.admin_zk.registered_brokers()
         errors: dict[int, KafkaError] = {}
+        early: set[int] = set()
         pending: dict[str, Callable[[], bool]] = {}
         for i, (topic, result) in enumerate(zip(body.topics, results, strict=True)):
             if topic.name == CLUSTER_METADATA_TOPIC:
@@ -233,30 +299,39 @@ class TopicAdmin:
                     ErrorCode.INVALID_REQUEST,
                     f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
                 )
+                early.add(i)
                 continue
             if counts[topic.name] > 1:
                 errors[i] = KafkaError(ErrorCode.INVALID_REQUEST, "Found multiple entries for this topic.")
+                early.add(i)
+                continue
+            if topic.name in denied:
+                errors[i] = _CREATE_DENIED
+                early.add(i)
                 continue
             try:
                 assignment, configs = await self._prepare_topic(topic, brokers)
-                result.num_partitions = len(assignment)
-                result.replication_factor = len(assignment[0])
-                result.configs = [
-                    CreateTopicsResponse.CreatableTopicConfigs(
-                        name=e.name,
-                        value=e.value,
-                        read_only=e.read_only,
-                        config_source=e.source,
-                        is_sensitive=e.sensitive,
-                    )
-                    for e in self.describer.topic_entries(configs)
-                ]
+                if topic.name in describable:
+                    result.num_partitions = len(assignment)
+                    result.replication_factor = len(assignment[0])
+                    result.configs = [
+                        CreateTopicsResponse.CreatableTopicConfigs(
+                            name=e.name,
+                            value=e.value,
+                            read_only=e.read_only,
+                            config_source=e.source,
+                            is_sensitive=e.sensitive,
+                        )
+                        for e in self.describer.topic_entries(configs)
+                    ]
                 if not body.validate_only:
-                    result.topic_id = await self._write_topic(topic.name, configs, assignment)
+                    topic_id = await self._write_topic(topic.name, configs, assignment)
+                    if topic.name in describable:
+                        result.topic_id = topic_id
                     pending[topic.name] = self._leaders_seen(topic.name, assignment)
             except KafkaError as e:
                 errors[i] = e
-        return errors, pending
+        return errors, early, pending
 
     async def _prepare_topic(
         self, topic: CreateTopicsRequest.CreatableTopic, brokers: list[BrokerMetadata]
@@ -406,20 +481,37 @@ class TopicAdmin:
         for result in results:
             if result.topic_id != ZERO_UUID:
                 result.name = self.metadata_cache.topic_name(result.topic_id)
-                if result.name is None:
-                    unknown = KafkaError(
-                        ErrorCode.UNKNOWN_TOPIC_ID,
-                        f"Topic id {znodes.topic_id_string(result.topic_id)} is not known.",
-                    )
-                    result.error_code, result.error_message = unknown.code, unknown.message
-                    unknown_ids.append((None, unknown))
-                    continue
+        # Kafka's handleDeleteTopicsRequest: DESCRIBE and DELETE asked for every topic named or found.
+        named = [result.name for result in results if result.name is not None]
+        describable = self.authorization.filter_authorized(
+            request, AclOperation.DESCRIBE, ResourceType.TOPIC, named
+        )
+        deletable = self.authorization.filter_authorized(
+            request, AclOperation.DELETE, ResourceType.TOPIC, named
+        )
+        for result in results:
+            if result.topic_id != ZERO_UUID and result.name is None:
+                unknown = KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_ID,
+                    f"Topic id {znodes.topic_id_string(result.topic_id)} is not known.",
+                )
+                result.error_code, result.error_message = unknown.code, unknown.message
+                unknown_ids.append((None, unknown))
+                continue
             name = result.name
             if name is None:
                 # v6+ allows a null name; with no topic ID either it names no topic (was answered NONE).
                 missing = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Neither topic name nor ID given.")
                 result.error_code, result.error_message = missing.code, missing.message
                 unknown_ids.append((None, missing))
+                continue
+            if name not in deletable or (result.topic_id != ZERO_UUID and name not in describable):
+                # A topic named by id that the principal may not describe: its name is not told (the id is
+                # not secret). Kafka sets no message.
+                if result.topic_id != ZERO_UUID and name not in describable:
+                    result.name = None
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                unknown_ids.append((result.name, _DELETE_DENIED))
                 continue
             if name in pending or name in errors:
                 continue
@@ -447,12 +539,20 @@ class TopicAdmin:
     async def handle_create_partitions(self, request: Request) -> CreatePartitionsResponse:
         body: CreatePartitionsRequest = request.body
         counts = Counter(t.name for t in body.topics)
+        alterable = self.authorization.filter_authorized(
+            request,
+            AclOperation.ALTER,
+            ResourceType.TOPIC,
+            (t.name for t in body.topics if counts[t.name] == 1),
+        )
         errors: dict[int, KafkaError] = {}
         current: dict[int, tuple[znodes.TopicAssignment, int]] = {}
         for i, topic in enumerate(body.topics):
             try:
                 if counts[topic.name] > 1:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+                if topic.name not in alterable:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, _ALTER_DENIED_MESSAGE)
                 current[i] = await self._current_assignment(topic.name)
             except KafkaError as e:
                 errors[i] = e

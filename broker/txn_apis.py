@@ -13,6 +13,18 @@ parked on the coordinator's future (``network.handler_pool.park``), holding no r
 
 ``on_role_change`` is the ReplicaManager role listener through which the coordinator follows the
 leadership of the ``__transaction_state`` partitions (the leader epoch is the coordinator epoch).
+
+Authorization (Kafka 3.9's KafkaApis, checked before anything else): InitProducerId with a
+transactional id needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), without one (an idempotent
+producer) IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED);
+AddPartitionsToTxn v0-3 WRITE on the transactional id (every partition then
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, the others
+OPERATION_NOT_ATTEMPTED; an internal topic is never writable here, authorizer or not, as in Kafka),
+v4+ (from brokers) CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED); AddOffsetsToTxn WRITE
+on the transactional id, then READ on the group (GROUP_AUTHORIZATION_FAILED); EndTxn WRITE on the
+transactional id; DescribeTransactions DESCRIBE on each transactional id, its partitions listed only
+for topics the principal may DESCRIBE; ListTransactions lists only the transactional ids it may
+DESCRIBE.
 """
 
 from __future__ import annotations
@@ -22,6 +34,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
+from broker.authorization import ALLOW_ALL, Authorization
+from broker.refusals import log_refusal
 from coordinator.group_metadata_manager import partition_for as group_partition_for
 from coordinator.transaction_coordinator import (
     InitProducerIdResult,
@@ -49,7 +63,8 @@ from protocol.messages import (
     ListTransactionsResponse,
     Message,
 )
-from protocol.topic import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from protocol.topic import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, is_internal
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server_common.futures import all_of, completed, then
 
 log = logging.getLogger(__name__)
@@ -135,9 +150,12 @@ class TxnApis:
         producer_ids: ProducerIdGenerator,
         partition_exists: Callable[[str, int], bool],
         offsets_topic_partitions: int,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
         """``partition_exists``: whether the metadata knows a partition; ``offsets_topic_partitions``:
         ``offsets.topic.num.partitions``, which places a group in ``__consumer_offsets``."""
+        self.authorization = authorization
         self.coordinator = coordinator
         self.producer_ids = producer_ids
         self._partition_exists = partition_exists
@@ -153,6 +171,19 @@ class TxnApis:
             ApiKey.DESCRIBE_TRANSACTIONS: self.handle_describe_transactions,
             ApiKey.LIST_TRANSACTIONS: self.handle_list_transactions,
         }
+
+    def _may_write(self, request: Request, transactional_id: str | None) -> bool:
+        """WRITE on the transactional id (refusal logged with the peer)."""
+        if self.authorization.authorize(
+            request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id or ""
+        ):
+            return True
+        log_refusal(
+            request,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            f"{request.principal} may not WRITE transactional id {transactional_id!r}",
+        )
+        return False
 
     def on_role_change(self, topic: str, partition: int, leader: bool, leader_epoch: int) -> None:
         """The ReplicaManager's role listener: the coordinator loads a ``__transaction_state`` partition
@@ -183,10 +214,14 @@ class TxnApis:
                 producer_epoch=epoch,
             )
 
+        transactional_id = body.transactional_id
+        if self.authorization.enabled:
+            refusal = self._init_producer_id_refusal(request, transactional_id)
+            if refusal is not None:
+                return response(refusal)
         # Before v3 the fields are absent and decode as -1.
         if (body.producer_id == NO_PRODUCER_ID) != (body.producer_epoch == NO_PRODUCER_EPOCH):
             return response(ErrorCode.INVALID_REQUEST)
-        transactional_id = body.transactional_id
         if transactional_id is None:
             # Kafka hands an idempotent producer a fresh id with epoch 0 whatever id it had: such a
             # producer bumps its epoch itself (KIP-360) and asks again only to start over.
@@ -206,25 +241,53 @@ class TxnApis:
 
         return park(initialized, respond)
 
+    def _init_producer_id_refusal(self, request: Request, transactional_id: str | None) -> int | None:
+        """Kafka's checks: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on the
+        cluster (its denial not logged) or WRITE on some topic (authorizeByResourceType)."""
+        if transactional_id is not None:
+            return (
+                None
+                if self._may_write(request, transactional_id)
+                else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            )
+        authorization = self.authorization
+        if authorization.authorize(
+            request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+        ) or authorization.authorize_by_resource_type(request, AclOperation.WRITE, ResourceType.TOPIC):
+            return None
+        log_refusal(
+            request,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            f"{request.principal} has neither IDEMPOTENT_WRITE on the cluster nor WRITE on any topic",
+        )
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
     # -- AddPartitionsToTxn -----------------------------------------------------------------------
 
     def _add_partitions(
-        self, version: int, transaction: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        self,
+        version: int,
+        transaction: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction,
+        request: Request | None = None,
     ) -> asyncio.Future[dict[TopicPartition, int]]:
         """Adds (or, ``verify_only``, checks) one transaction's partitions: each partition's error.
-        Kafka's rule: if any partition is unknown, none is added; the unknown ones get
-        UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED."""
+        Kafka's rule: if any partition is refused, none is added; a client's (v0-3, ``request`` given)
+        partitions of a topic it may not WRITE to (an internal topic is never writable here) get
+        TOPIC_AUTHORIZATION_FAILED, unknown ones UNKNOWN_TOPIC_OR_PARTITION and the rest
+        OPERATION_NOT_ATTEMPTED."""
         partitions = list(dict.fromkeys((t.name, p) for t in transaction.topics for p in t.partitions))
-        unknown = {tp for tp in partitions if not self._partition_exists(*tp)}
-        if unknown:
-            return completed(
-                {
-                    tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    if tp in unknown
-                    else ErrorCode.OPERATION_NOT_ATTEMPTED
-                    for tp in partitions
-                }
+        refused: dict[TopicPartition, int] = {}
+        if request is not None:
+            names = list(dict.fromkeys(t for t, _ in partitions if not is_internal(t)))
+            writable = self.authorization.filter_authorized(
+                request, AclOperation.WRITE, ResourceType.TOPIC, names
             )
+            refused = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp[0] not in writable}
+        for tp in partitions:
+            if tp not in refused and not self._partition_exists(*tp):
+                refused[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if refused:
+            return completed({tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions})
         txn_id, producer_id, epoch = (
             transaction.transactional_id,
             transaction.producer_id,
@@ -263,7 +326,31 @@ class TxnApis:
                     results_by_topic_v3_and_below=_topic_results(transaction.topics, errors),
                 )
 
-            return park(self._add_partitions(version, transaction), one)
+            if self.authorization.enabled and not self._may_write(request, transaction.transactional_id):
+                # Kafka's errorResponseForTransaction: every partition gets the error.
+                return one(
+                    {
+                        (t.name, p): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                        for t in transaction.topics
+                        for p in t.partitions
+                    }
+                )
+            return park(self._add_partitions(version, transaction, request), one)
+        if self.authorization.enabled and not self.authorization.authorize(
+            request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            # Only brokers send v4+ (Kafka's authorizeClusterOperation; getErrorResponse: the top-level
+            # error alone).
+            log_refusal(
+                request,
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                f"{request.principal} may not CLUSTER_ACTION on the cluster",
+            )
+            return AddPartitionsToTxnResponse(
+                throttle_time_ms=0,
+                error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                results_by_transaction=[],
+            )
         # One result per transactional id (Kafka's request keys its transactions by id).
         transactions = list({t.transactional_id: t for t in body.transactions}.values())
 
@@ -286,6 +373,17 @@ class TxnApis:
     async def handle_add_offsets_to_txn(self, request: Request) -> Message | Parked | None:
         body: AddOffsetsToTxnRequest = request.body
         version = request.version
+        if self.authorization.enabled:
+            refusal = None
+            if not self._may_write(request, body.transactional_id):
+                refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            elif not self.authorization.authorize(
+                request, AclOperation.READ, ResourceType.GROUP, body.group_id
+            ):
+                refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                log_refusal(request, refusal, f"{request.principal} may not READ group {body.group_id!r}")
+            if refusal is not None:
+                return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=refusal)
         offsets_partition = (
             GROUP_METADATA_TOPIC,
             group_partition_for(body.group_id, self._offsets_topic_partitions),
@@ -307,6 +405,10 @@ class TxnApis:
     async def handle_end_txn(self, request: Request) -> Message | Parked | None:
         body: EndTxnRequest = request.body
         version = request.version
+        if self.authorization.enabled and not self._may_write(request, body.transactional_id):
+            return EndTxnResponse(
+                throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            )
         ended = self.coordinator.handle_end_txn(
             body.transactional_id, body.producer_id, body.producer_epoch, body.committed
         )
@@ -350,10 +452,33 @@ class TxnApis:
         )
 
     async def handle_describe_transactions(self, request: Request) -> Message:
+        """Kafka's handleDescribeTransactionsRequest: with an authorizer, a transactional id the principal
+        may not DESCRIBE is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and a described transaction lists
+        only the partitions of topics it may DESCRIBE."""
         body: DescribeTransactionsRequest = request.body
-        return DescribeTransactionsResponse(
-            throttle_time_ms=0, transaction_states=[self._described(t) for t in body.transactional_ids]
-        )
+        authorization = self.authorization
+        if not authorization.enabled:
+            return DescribeTransactionsResponse(
+                throttle_time_ms=0, transaction_states=[self._described(t) for t in body.transactional_ids]
+            )
+        states = []
+        for transactional_id in body.transactional_ids:
+            if authorization.authorize(
+                request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+            ):
+                state = self._described(transactional_id)
+                state.topics = [
+                    t
+                    for t in state.topics
+                    if authorization.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
+                ]
+            else:
+                state = DescribeTransactionsResponse.TransactionState(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    transactional_id=transactional_id,
+                )
+            states.append(state)
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
     async def handle_list_transactions(self, request: Request) -> Message:
         body: ListTransactionsRequest = request.body
@@ -362,6 +487,15 @@ class TxnApis:
         # An unknown state matches nothing (it does not widen the filter); the response names it.
         unknown = TransactionCoordinator.unknown_state_filters(states)
         error, listed = self.coordinator.handle_list(states, list(body.producer_id_filters), duration)
+        if self.authorization.enabled:
+            # Kafka: only the transactional ids the principal may DESCRIBE (each denial logged).
+            listed = [
+                t
+                for t in listed
+                if self.authorization.authorize(
+                    request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id
+                )
+            ]
         return ListTransactionsResponse(
             throttle_time_ms=0,
             error_code=error,

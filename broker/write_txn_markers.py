@@ -12,6 +12,10 @@ a stale producer epoch too (INVALID_PRODUCER_EPOCH). Once a marker is in a ``__c
 partition, the group coordinator is told (``on_offsets_marker``: Kafka's onTransactionCompleted) so the
 transaction's pending offsets become visible or are dropped.
 
+With an authorizer, WriteTxnMarkers needs ALTER on the cluster (its denial not logged) or else
+CLUSTER_ACTION on it (Kafka's check); without either every partition of every marker is
+CLUSTER_AUTHORIZATION_FAILED (WriteTxnMarkersRequest.getErrorResponse) and nothing is written.
+
 DescribeProducers is ``broker.describe_producers``. The verification manager
 (``broker.add_partitions_to_txn_manager``) is made here when ``transaction.partition.verification.enable``
 is on and handed to the ReplicaManager, whose produce path uses it.
@@ -25,12 +29,15 @@ import time
 from collections.abc import Awaitable, Callable
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import KafkaConfig
 from broker.describe_producers import DescribeProducers
 from broker.metadata_cache import MetadataCache
+from broker.refusals import log_refusal
 from broker.replica_manager import ProduceResults, ReplicaManager
 from broker.txn_marker_transport import inter_broker_listener
 from coordinator.group_metadata_manager import partition_for
+from network.client_security import ClientSecurity
 from network.handler_pool import Parked, park
 from network.request_channel import Request
 from protocol.api import ApiKey
@@ -38,6 +45,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import Message, WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from protocol.record_batch import encode_control_batch
 from protocol.topic import GROUP_METADATA_TOPIC
+from server_common.acls import CLUSTER_NAME, AclOperation, ResourceType
 from server_common.futures import all_of, completed, then
 from storage.producer_state import AppendOrigin
 
@@ -64,7 +72,10 @@ class WriteTxnMarkers:
         on_offsets_marker: OffsetsMarkerListener | None,
         timeout_ms: int,
         time_ms: Callable[[], int] = _now_ms,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
+        self.authorization = authorization
         self.replica_manager = replica_manager
         self.on_offsets_marker = on_offsets_marker
         self.timeout_ms = timeout_ms
@@ -72,9 +83,39 @@ class WriteTxnMarkers:
 
     async def handle_write_txn_markers(self, request: Request) -> Message | Parked | None:
         body: WriteTxnMarkersRequest = request.body
+        if self.authorization.enabled and not self._authorized(request):
+            return _response(
+                [
+                    (
+                        m.producer_id,
+                        {
+                            (t.name, i): ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                            for t in m.topics
+                            for i in t.partition_indexes
+                        },
+                    )
+                    for m in body.markers
+                ]
+            )
         if not body.markers:
             return WriteTxnMarkersResponse(markers=[])
         return park(all_of([self.write_marker(m) for m in body.markers]), _response)
+
+    def _authorized(self, request: Request) -> bool:
+        """ALTER on the cluster, else CLUSTER_ACTION on it (the refusal logged with the peer)."""
+        authorization = self.authorization
+        if authorization.authorize(
+            request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
+        ) or authorization.authorize(
+            request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            return True
+        log_refusal(
+            request,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            f"{request.principal} may neither ALTER nor CLUSTER_ACTION on the cluster",
+        )
+        return False
 
     def write_marker(self, marker: WriteTxnMarkersRequest.WritableTxnMarker) -> asyncio.Future[MarkerResult]:
         """Appends one marker to each of its partitions; its outcome once they are replicated (or
@@ -178,9 +219,13 @@ class TxnPartitionApis:
         metadata_cache: MetadataCache,
         replica_manager: ReplicaManager,
         on_offsets_marker: OffsetsMarkerListener | None,
+        *,
+        authorization: Authorization = ALLOW_ALL,
     ) -> None:
-        self.markers = WriteTxnMarkers(replica_manager, on_offsets_marker, config["request.timeout.ms"])
-        self.producers = DescribeProducers(metadata_cache, replica_manager)
+        self.markers = WriteTxnMarkers(
+            replica_manager, on_offsets_marker, config["request.timeout.ms"], authorization=authorization
+        )
+        self.producers = DescribeProducers(metadata_cache, replica_manager, authorization=authorization)
         self.verification: AddPartitionsToTxnManager | None = None
         if config["transaction.partition.verification.enable"]:
             num_partitions = config["transaction.state.log.num.partitions"]
@@ -190,6 +235,7 @@ class TxnPartitionApis:
                 inter_broker_listener(config),
                 lambda transactional_id: partition_for(transactional_id, num_partitions),
                 config["request.timeout.ms"],
+                security=ClientSecurity.for_inter_broker(config),
             )
         replica_manager.add_partitions_to_txn = self.verification
 
