@@ -24,13 +24,15 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --disable-pip-version-check /wheels/*.whl \
     && rm -rf /wheels \
     && useradd --system --uid 10001 --user-group --home-dir /var/lib/samsa --create-home samsa \
-    && mkdir -p /var/lib/samsa/data /etc/samsa \
+    && mkdir -p /var/lib/samsa/data /var/lib/samsa/security /etc/samsa \
+    && chmod 700 /var/lib/samsa/security \
     && chown -R samsa:samsa /var/lib/samsa
 COPY config/server.properties /etc/samsa/server.properties
 
 USER samsa
 WORKDIR /var/lib/samsa
-# A named volume mounted here starts with the image's (samsa-owned) empty directory.
+# A named volume mounted here starts with the image's (samsa-owned) empty directory; so does one on
+# /var/lib/samsa/security (docker-compose.secure.yml: the CA, certificates and secured settings).
 VOLUME ["/var/lib/samsa/data"]
 # 9092: a broker's client listener; 9093: a controller's listener.
 EXPOSE 9092 9093

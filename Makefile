@@ -19,7 +19,8 @@ PYTEST_ARGS ?=
 # PORT+1, ...; configs, logs and data in .run/, kept across runs. E.g. `make run BROKERS=1 PORT=19092`.
 # Broker settings: OVERRIDES='num.partitions=2 log.retention.ms=600000' (every broker),
 # BROKER_OVERRIDES='2:broker.rack=b', CONTROLLER_OVERRIDES='...', CONFIG=server.properties (a base file);
-# samsa up keeps them for the next run on .run. FRESH=1 wipes .run first (as `make clean-data`).
+# samsa up keeps them for the next run on .run. FRESH=1 wipes .run first (as `make clean-data`). SECURE=1
+# secures it (samsa up --secure: SASL_SSL + SCRAM-SHA-512, ACLs, the admin's settings in .run/client.properties).
 BROKERS     ?= 3
 CONTROLLERS ?= 2
 PORT        ?= 9092
@@ -30,12 +31,13 @@ BROKER_OVERRIDES     ?=
 CONTROLLER_OVERRIDES ?=
 CONFIG      ?=
 FRESH       ?=
+SECURE      ?=
 run: setup
 	$(VENV)/bin/samsa up --data-dir .run --brokers $(BROKERS) --controllers $(CONTROLLERS) \
 	  --base-port $(PORT) --zookeeper-port $(ZK_PORT) --host $(HOST) \
 	  $(foreach o,$(OVERRIDES),--override $(o)) $(foreach o,$(BROKER_OVERRIDES),--broker-override $(o)) \
 	  $(foreach o,$(CONTROLLER_OVERRIDES),--controller-override $(o)) $(if $(CONFIG),--config $(CONFIG)) \
-	  $(if $(FRESH),--fresh)
+	  $(if $(FRESH),--fresh) $(if $(SECURE),--secure)
 
 # Deletes `make run`'s data (topics, records, logs, saved overrides) and nothing else (.venv stays).
 clean-data:

@@ -23,6 +23,7 @@ than skipping it: an unverified transactional batch must never reach a log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 
 from broker.metadata_cache import MetadataCache
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol.api import Api, ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, Message
@@ -52,8 +54,12 @@ class BrokerClient(Protocol):
 ClientFactory = Callable[[str, int, str, float], BrokerClient]
 
 
-def _network_client(host: str, port: int, client_id: str, timeout: float) -> BrokerClient:
-    return NetworkClient(host, port, client_id, request_timeout=timeout, connect_timeout=timeout)
+def _network_client(
+    host: str, port: int, client_id: str, timeout: float, security: ClientSecurity | None = None
+) -> BrokerClient:
+    return NetworkClient(
+        host, port, client_id, request_timeout=timeout, connect_timeout=timeout, security=security
+    )
 
 
 @dataclass
@@ -93,14 +99,20 @@ class AddPartitionsToTxnManager:
         listener: str,
         partition_for: Callable[[str], int],
         request_timeout_ms: int,
-        client_factory: ClientFactory = _network_client,
+        client_factory: ClientFactory | None = None,
+        *,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: how the coordinators' inter-broker listener is reached (ClientSecurity.
+        for_inter_broker), for the default ``client_factory``."""
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.listener = listener
         self.partition_for = partition_for
         self.request_timeout = request_timeout_ms / 1000
-        self._client_factory = client_factory
+        self._client_factory: ClientFactory = client_factory or functools.partial(
+            _network_client, security=security
+        )
         self._clients: dict[int, tuple[tuple[str, int], BrokerClient]] = {}
         self._nodes: dict[int, _NodeQueue] = {}
         self._tasks: set[asyncio.Task] = set()

@@ -16,6 +16,7 @@ from typing import Any
 from kazoo.exceptions import KazooException
 
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol.api import ApiKey, api
 from protocol.messages import Message
 from zk import znodes
@@ -40,13 +41,26 @@ class ActiveController:
 
 
 class ControllerChannel:
+    """``security`` (ClientSecurity.for_inter_broker) and ``listener`` (the inter-broker listener's
+    name): the controller is reached as the brokers reach each other, on its endpoint of that name
+    when it publishes one, else its first."""
+
     def __init__(
-        self, zk: ZkClient, broker_id: int, request_timeout: float, zk_timeout: float | None = None
+        self,
+        zk: ZkClient,
+        broker_id: int,
+        request_timeout: float,
+        zk_timeout: float | None = None,
+        *,
+        security: ClientSecurity | None = None,
+        listener: str | None = None,
     ) -> None:
         self._zk = zk
         self._client_id = f"broker-{broker_id}"
         self.request_timeout = request_timeout
         self.zk_timeout = zk_timeout
+        self.security = security
+        self.listener = listener
         self._client: NetworkClient | None = None
 
     async def active_controller(self) -> ActiveController:
@@ -59,7 +73,7 @@ class ControllerChannel:
             raise ZooKeeperUnreachableError(f"no answer within {waited:g} s") from e
         except KazooException as e:  # not NoNodeError: get returns None
             raise ZooKeeperUnreachableError(repr(e)) from e
-        endpoint = znodes.decode_controller_endpoint(found[0]) if found else None
+        endpoint = znodes.decode_controller_endpoint(found[0], self.listener) if found else None
         if found is None or endpoint is None:
             raise NoActiveControllerError("no active controller")
         return ActiveController(znodes.decode_controller(found[0]), *endpoint)
@@ -77,7 +91,7 @@ class ControllerChannel:
             if client is not None:
                 await client.close()
             client = self._client = NetworkClient(
-                *endpoint, self._client_id, request_timeout=self.request_timeout
+                *endpoint, self._client_id, request_timeout=self.request_timeout, security=self.security
             )
         try:
             return await client.send(api(api_key), version, body)

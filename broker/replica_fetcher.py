@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from broker.partition import Partition, storage_error
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode, KafkaError
 from protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -74,6 +75,8 @@ class FetchSettings:
     # An I/O error appending a followed partition's records: its log dir goes offline (Kafka's
     # LogDirFailureChannel), at once rather than at the next checkpoint.
     on_io_error: Callable[[tuple[str, int], OSError], object] | None = None
+    # How the leaders' inter-broker listener is reached (TLS, SASL): ClientSecurity.for_inter_broker.
+    security: ClientSecurity | None = None
 
 
 @dataclass
@@ -188,6 +191,7 @@ class ReplicaFetcher:
             port,
             f"replica-fetcher-{settings.broker_id}",
             request_timeout=settings.socket_timeout_ms / 1000,
+            security=settings.security,
         )
         self._partitions: dict[TopicPartition, _PartitionState] = {}
         self._session = FetchSessionHandler()

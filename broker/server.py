@@ -18,8 +18,10 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from broker.acl_apis import AclApis
 from broker.admin_apis import AdminApis
 from broker.alter_partition_manager import AlterPartitionManager
+from broker.authorization import ALLOW_ALL, Authorization
 from broker.config import KafkaConfig
 from broker.controller_channel import (
     ControllerChannel,
@@ -46,21 +48,28 @@ from broker.producer_id_manager import ProducerIdManager
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_selector import replica_selector_from_config
+from broker.scram_apis import ScramApis
 from broker.txn_apis import TxnApis
 from broker.txn_marker_transport import BrokerTxnMarkerTransport, inter_broker_listener
 from broker.write_txn_markers import TxnPartitionApis
 from coordinator.transaction_coordinator import TransactionConfig, TransactionCoordinator
+from network.client_security import ClientSecurity
+from network.sasl_server import sasl_handlers
 from network.socket_server import SocketServer, run_until_signalled
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownRequest
 from protocol.topic import TRANSACTION_STATE_TOPIC
+from server_common.acl_authorizer import AclAuthorizer, authorizer_from_config
+from server_common.scram import CredentialCache
 from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 from zk import znodes
+from zk.acls import AclChangeListener, ZkAclStore
 from zk.client import ZkClient
 from zk.kafka_zk_client import KafkaZkClient
+from zk.user_configs import UserConfigs
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +115,15 @@ class KafkaServer:
         self.find_coordinator: FindCoordinator | None = None
         self.txn_partitions: TxnPartitionApis | None = None
         self.socket_server: SocketServer | None = None
+        self.inter_broker_security: ClientSecurity | None = None  # ClientSecurity.for_inter_broker
+        # SCRAM credentials from /config/users, loaded before the listeners serve and kept current by
+        # the config change listener; the SASL servers look users up in it.
+        self.scram_credentials = CredentialCache()
+        self.authorization = ALLOW_ALL  # the authorizer's, once one is configured
+        # authorizer.class.name: Kafka's AclAuthorizer over the ACLs in ZooKeeper, kept current by the
+        # listener of /kafka-acl-changes and /kafka-acl-extended-changes.
+        self.authorizer: AclAuthorizer | None = None
+        self.acl_listener: AclChangeListener | None = None
         # JBOD: DescribeLogDirs/AlterReplicaLogDirs and the moves between dirs; log dir failures.
         self.log_dirs: LogDirsApis | None = None
         self.log_dir_failures: LogDirFailureChannel | None = None
@@ -131,6 +149,10 @@ class KafkaServer:
         await kafka_zk.create_top_level_paths()
         # Kafka's DynamicBrokerConfig.initialize: the dynamic settings in ZooKeeper over server.properties.
         config = self.config = await with_dynamic_overrides(zk, config)
+        # How this broker reaches the other brokers' inter-broker listener and the controller (TLS, SASL
+        # with sasl.mechanism.inter.broker.protocol): replica fetchers, markers, verification, controller.
+        security = self.inter_broker_security = ClientSecurity.for_inter_broker(config)
+        await self._start_authorizer(zk)
         dirs = usable_log_dirs(config.log_dirs)  # JBOD: a dir that cannot be used starts offline
         cluster_id = await kafka_zk.get_or_create_cluster_id(stored_cluster_id(dirs))
         ensure_meta_properties(dirs, broker_id, cluster_id)
@@ -147,12 +169,17 @@ class KafkaServer:
         if replicas.fetchers is not None:
             replicas.fetchers.settings.on_high_watermark = replicas.fetch_purgatory.check
             replicas.fetchers.settings.on_io_error = replicas.report_io_error
-        log_dirs = self.log_dirs = LogDirsApis(replicas, logs)
+        log_dirs = self.log_dirs = LogDirsApis(replicas, logs, authorization=self.authorization)
         self.log_dir_failure_handler = LogDirFailureHandler(
             broker_id, self.log_dir_failures, replicas, logs, zk, self._halt_on_log_dir_failures
         )
         channel = self.controller_channel = ControllerChannel(
-            zk, broker_id, config["controller.socket.timeout.ms"] / 1000, self._zk_timeout
+            zk,
+            broker_id,
+            config["controller.socket.timeout.ms"] / 1000,
+            self._zk_timeout,
+            security=security,
+            listener=inter_broker_listener(config),
         )
         self.alter_partition = AlterPartitionManager(
             channel,
@@ -166,14 +193,29 @@ class KafkaServer:
         replicas.alter_partition = self.alter_partition
         replicas.controller_fence = ControllerFence(kafka_zk, broker_id)
         replicas.controller_fence.start()
-        admin = self.admin = AdminApis(config, kafka_zk, metadata_cache, replicas, logs)
+        admin = self.admin = AdminApis(
+            config,
+            kafka_zk,
+            metadata_cache,
+            replicas,
+            logs,
+            authorization=self.authorization,
+            security=security,
+        )
+        admin.listener.credentials = self.scram_credentials  # loaded by admin.start(), below
         # Before registering: the controller's first LeaderAndIsr may already make this broker lead
         # __consumer_offsets partitions, whose groups the coordinator then loads.
-        groups = self.groups = GroupApis(config, metadata_cache, replicas, zk)
+        groups = self.groups = GroupApis(
+            config, metadata_cache, replicas, zk, authorization=self.authorization
+        )
         # Likewise for __transaction_state and the transaction coordinator.
         txn_config = transaction_config(config)
         markers = self.txn_markers = BrokerTxnMarkerTransport(
-            broker_id, metadata_cache, inter_broker_listener(config), txn_config.request_timeout_ms
+            broker_id,
+            metadata_cache,
+            inter_broker_listener(config),
+            txn_config.request_timeout_ms,
+            security=security,
         )
         producer_ids = ProducerIdManager(broker_id, zk)
         transactions = self.transactions = TransactionCoordinator(
@@ -188,6 +230,7 @@ class KafkaServer:
             producer_ids,
             lambda topic, partition: metadata_cache.partition(topic, partition) is not None,
             config["offsets.topic.num.partitions"],
+            authorization=self.authorization,
         )
         replicas.role_listeners.append(txn_apis.on_role_change)
         finder = self.find_coordinator = FindCoordinator(
@@ -197,10 +240,11 @@ class KafkaServer:
                 GROUP_KEY_TYPE: offsets_topic(config, groups.coordinator.partition_for),
                 TRANSACTION_KEY_TYPE: transaction_topic(config, transactions.partition_for),
             },
+            authorization=self.authorization,
         )
         # WriteTxnMarkers, DescribeProducers, and the produce path's transaction verification (KIP-890).
         txn_partitions = self.txn_partitions = TxnPartitionApis(
-            config, metadata_cache, replicas, groups.on_txn_marker_written
+            config, metadata_cache, replicas, groups.on_txn_marker_written, authorization=self.authorization
         )
         apis = KafkaApis(
             broker_id,
@@ -213,6 +257,9 @@ class KafkaServer:
                 **txn_apis.handlers(),
                 **txn_partitions.handlers(),
                 **log_dirs.handlers(),
+                **ScramApis(UserConfigs(zk), self.authorization).handlers(),
+                **AclApis(self.authorizer, self.authorization).handlers(),
+                **sasl_handlers(),  # SaslHandshake, SaslAuthenticate (network.sasl_server)
             },
             auto_create_topic=admin.auto_create_topic if config["auto.create.topics.enable"] else None,
             features=admin.features,
@@ -221,7 +268,9 @@ class KafkaServer:
                 replicas,
                 config["max.incremental.fetch.session.cache.slots"],
                 config["fetch.max.bytes"],
+                authorization=self.authorization,
             ),
+            authorization=self.authorization,
         )
         sockets = self.socket_server = SocketServer(
             config,
@@ -229,6 +278,7 @@ class KafkaServer:
             apis.supported,
             max_idle_ms=config["connections.max.idle.ms"],
             per_ip_overrides=config.max_connections_per_ip_overrides,
+            scram_credentials=self.scram_credentials,
         )
         self._registration = self._advertise(metadata_cache, sockets.bound_ports)
         admin.dynamic.reconfigurables.append(self._reconfigure)  # dynamic broker configs applied live
@@ -242,6 +292,18 @@ class KafkaServer:
         sockets.start_processing()
         self._start_periodic_tasks(logs, replicas)
         log.info("%s started (cluster %s); listening on %s", self.prefix, cluster_id, sockets.describe())
+
+    async def _start_authorizer(self, zk: ZkClient) -> None:
+        """The authorizer authorizer.class.name selects (none: every request allowed), its ACLs loaded
+        from ZooKeeper before any request is served (Kafka's AclAuthorizer.configure)."""
+        store = ZkAclStore(zk)
+        authorizer = self.authorizer = authorizer_from_config(self.config, store)
+        if authorizer is None:
+            return
+        await store.create_paths()
+        self.acl_listener = AclChangeListener(zk, authorizer)
+        await self.acl_listener.start()
+        self.authorization = Authorization(authorizer)
 
     async def _recover_logs(self, zk: ZkClient) -> LogManager:
         """The log manager over log.dirs, its logs recovered off the event loop, each topic's with the
@@ -285,6 +347,7 @@ class KafkaServer:
             partition_max_bytes=config["replica.fetch.max.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"],
             socket_timeout_ms=config["replica.socket.timeout.ms"],
+            security=self.inter_broker_security,
         )
         return ReplicaFetcherManager(settings, config["num.replica.fetchers"])
 
@@ -311,7 +374,7 @@ class KafkaServer:
         new_names = {e.listener for e in new.listeners}
         if old_names - new_names:
             await sockets.remove_listeners(old_names - new_names)
-        sockets.add_listeners([e for e in new.listeners if e.listener not in old_names])
+        sockets.add_listeners([e for e in new.listeners if e.listener not in old_names], new)
         if old_names == new_names and old.advertised_listeners == new.advertised_listeners:
             return
         self._registration = self._advertise(replicas.metadata_cache, sockets.bound_ports)
@@ -528,6 +591,8 @@ class KafkaServer:
             await self.txn_markers.shutdown()
         if self.admin is not None:
             await self.admin.shutdown()
+        if self.acl_listener is not None:
+            await self.acl_listener.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_manager is not None:

@@ -18,6 +18,7 @@ from broker.config import KafkaConfig
 from broker.metadata_cache import MetadataCache
 from coordinator.transaction_coordinator import TxnMarker
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol.api import ApiKey, api
 from protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
@@ -75,11 +76,18 @@ class BrokerTxnMarkerTransport:
     NetworkClient per destination broker."""
 
     def __init__(
-        self, broker_id: int, metadata_cache: MetadataCache, listener: str, request_timeout_ms: int
+        self,
+        broker_id: int,
+        metadata_cache: MetadataCache,
+        listener: str,
+        request_timeout_ms: int,
+        *,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.listener = listener
+        self.security = security  # how ``listener`` is reached (ClientSecurity.for_inter_broker)
         self.request_timeout = request_timeout_ms / 1000
         self._clients: dict[int, NetworkClient] = {}
         self._closed = False
@@ -112,6 +120,7 @@ class BrokerTxnMarkerTransport:
                 f"broker-{self.broker_id}-txn-markers",
                 request_timeout=self.request_timeout,
                 connect_timeout=self.request_timeout,
+                security=self.security,
             )
         return client
 

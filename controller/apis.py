@@ -5,6 +5,13 @@ the endpoint the active controller publishes in ``/controller``; AlterPartition 
 partition leaders change their ISR; ElectLeaders (v0-2), AlterPartitionReassignments (v0) and
 ListPartitionReassignments (v0), which brokers forward here from the admin clients they serve. A standby
 controller answers NOT_CONTROLLER, and the broker looks up the active one again.
+
+Only brokers may call it (Kafka's controller checks CLUSTER_ACTION on the Cluster for ControlledShutdown
+and AlterPartition; the admin requests here come from brokers that checked their own clients): every
+request but ApiVersions and the SASL ones must come from a principal the authorizer lets do
+CLUSTER_ACTION on the Cluster (``super.users`` included) when ``authorizer.class.name`` is set, else, when
+``super.users`` is set, from one of them; otherwise CLUSTER_AUTHORIZATION_FAILED. With neither (a
+plaintext controller, as before) everyone may, as Kafka without an authorizer.
 """
 
 from __future__ import annotations
@@ -12,13 +19,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from controller.alter_partition import IsrChange
 from controller.context import TopicPartition
 from controller.controller import KafkaController
 from controller.replica_election import ElectionType
+from network.handler_pool import Parked
 from network.request_channel import Request
+from network.sasl_server import sasl_handlers
 from protocol.api import Api, ApiKey, api
 from protocol.api_versions import ADVERTISED_VERSIONS
 from protocol.errors import ErrorCode, KafkaError, description
@@ -31,9 +40,17 @@ from protocol.messages import (
     ListPartitionReassignmentsResponse,
     Message,
 )
+from server_common.acls import CLUSTER_NAME, AclOperation, Action, Authorizer, ResourceType
+from server_common.principal import KafkaPrincipal
 from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
+# Kafka's kafka.authorizer.logger, which the ACL authorizer logs its decisions to.
+authorizer_log = logging.getLogger("kafka.authorizer.logger")
+
+# What any peer may send: ApiVersions before anything else, the SASL exchange that authenticates it.
+_UNGATED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_CLUSTER_ACTION = Action(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
 
 _SERVED = {
     ApiKey.API_VERSIONS: ADVERTISED_VERSIONS[ApiKey.API_VERSIONS],
@@ -42,12 +59,22 @@ _SERVED = {
     ApiKey.ELECT_LEADERS: ADVERTISED_VERSIONS[ApiKey.ELECT_LEADERS],
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: ADVERTISED_VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS],
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ADVERTISED_VERSIONS[ApiKey.LIST_PARTITION_REASSIGNMENTS],
+    ApiKey.SASL_HANDSHAKE: ADVERTISED_VERSIONS[ApiKey.SASL_HANDSHAKE],
+    ApiKey.SASL_AUTHENTICATE: ADVERTISED_VERSIONS[ApiKey.SASL_AUTHENTICATE],
 }
 
 
 class ControllerApis:
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(
+        self,
+        controller: KafkaController,
+        *,
+        authorizer: Authorizer | None = None,
+        super_users: Iterable[KafkaPrincipal] = (),
+    ) -> None:
         self._controller = controller
+        self._authorizer = authorizer
+        self._super_users = frozenset(super_users)
         self._supported: dict[int, tuple[Api, int, int]] = {}
         for key, (low, high) in _SERVED.items():
             definition = api(key)
@@ -57,21 +84,44 @@ class ControllerApis:
             ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
             for key, (_, low, high) in sorted(self._supported.items())
         ]
-        self._handlers: dict[int, Callable[[Request], Awaitable[Message]]] = {
+        self._handlers: dict[int, Callable[[Request], Awaitable[Message | Parked | None]]] = {
             ApiKey.CONTROLLED_SHUTDOWN: self._handle_controlled_shutdown,
             ApiKey.ALTER_PARTITION: self._handle_alter_partition,
             ApiKey.ELECT_LEADERS: self._handle_elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._handle_list_partition_reassignments,
+            **sasl_handlers(),  # SaslHandshake, SaslAuthenticate (network.sasl_server)
         }
 
     def supported(self, api_key: int) -> tuple[Api, int, int] | None:
         return self._supported.get(api_key)
 
-    async def handle(self, request: Request) -> Message:
+    async def handle(self, request: Request) -> Message | Parked | None:
         if request.api.key == ApiKey.API_VERSIONS:
             return self._handle_api_versions(request)
+        if request.api.key not in _UNGATED and not self.from_a_broker(request):
+            return _cluster_authorization_failed(request)
         return await self._handlers[request.api.key](request)
+
+    def from_a_broker(self, request: Request) -> bool:
+        """May the request's principal call the controller: CLUSTER_ACTION on the Cluster by the
+        authorizer (super users included), else membership of ``super.users``, else (neither is
+        configured) yes."""
+        principal = request.principal
+        if self._authorizer is not None:
+            return self._authorizer.authorize(principal, request.client_ip, [_CLUSTER_ACTION])[0]
+        if not self._super_users or principal in self._super_users:
+            return True
+        authorizer_log.info(
+            "Principal = %s is Denied Operation = ClusterAction from host = %s on resource = "
+            "Cluster:LITERAL:%s for request = %s with resourceRefCount = 1 (not one of super.users; no "
+            "authorizer)",
+            principal,
+            request.client_ip,
+            CLUSTER_NAME,
+            request.api.name,
+        )
+        return False
 
     def _handle_api_versions(self, request: Request) -> Message:
         if request.body is None:  # a version newer than ours: answer in v0 so that the client retries
@@ -273,3 +323,35 @@ def _elect_leaders_response(
             for topic, results_ in by_topic.items()
         ],
     )
+
+
+def _cluster_authorization_failed(request: Request) -> Message:
+    """The answer to a request from a principal that is not a broker's (Kafka's, per API)."""
+    key, code = request.api.key, ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    log.warning(
+        "%s from %s (%s) refused: CLUSTER_AUTHORIZATION_FAILED (only brokers may call the controller)",
+        request.api.name,
+        request.principal,
+        request.peer,
+    )
+    body = request.body
+    if key == ApiKey.CONTROLLED_SHUTDOWN:
+        return ControlledShutdownResponse(error_code=code, remaining_partitions=[])
+    if key == ApiKey.ALTER_PARTITION:
+        return AlterPartitionResponse(error_code=code, topics=[])
+    if key == ApiKey.ELECT_LEADERS:
+        partitions = (
+            set()
+            if body is None or body.topic_partitions is None
+            else {TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions}
+        )
+        return _elect_leaders_response(code, partitions, {})
+    if key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=code, error_message=description(code), responses=[]
+        )
+    if key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=code, error_message=description(code), topics=[]
+        )
+    raise AssertionError(f"no CLUSTER_AUTHORIZATION_FAILED answer for {request.api.name}")

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from controller.context import LiveBroker
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol.api import Api
 from zk.znodes import BrokerRegistration
 
@@ -36,8 +37,14 @@ class BrokerClient(Protocol):
 ClientFactory = Callable[[str, int, str, float], BrokerClient]
 
 
-def network_client(host: str, port: int, client_id: str, timeout: float) -> BrokerClient:
-    return NetworkClient(host, port, client_id, request_timeout=timeout, connect_timeout=timeout)
+def network_client(
+    host: str, port: int, client_id: str, timeout: float, security: ClientSecurity | None = None
+) -> BrokerClient:
+    """A connection to a broker's inter-broker listener; ``security``: ClientSecurity.for_inter_broker
+    of the controller's config (TLS, SASL as the brokers reach each other)."""
+    return NetworkClient(
+        host, port, client_id, request_timeout=timeout, connect_timeout=timeout, security=security
+    )
 
 
 def inter_broker_endpoint(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from server_common.acl_authorizer import check_authorizer_class_name, parse_super_users
 from server_common.config import (
     INT_MAX,
     SECURITY_PROTOCOLS,
@@ -73,7 +74,7 @@ CONTROLLER_CONFIG = (
     .define("max.connections", _I, INT_MAX, _NON_NEGATIVE)
     .define("max.connections.per.ip", _I, INT_MAX, _NON_NEGATIVE)
     # only brokers may call the controller: super.users, or ClusterAction ACLs when an authorizer is set
-    .define("authorizer.class.name", _S, "")
+    .define("authorizer.class.name", _S, "", check_authorizer_class_name)
     .define("super.users", _S, None)
     .define("allow.everyone.if.no.acl.found", _B, False)
 )
@@ -100,6 +101,10 @@ class ControllerConfig(ServerConfig):
                 raise ConfigError(f"inter.broker.listener.name: {name} maps to {self.protocol_map[name]}")
         self.inter_broker_listener = name
         self.inter_broker_protocol: str = self._values["security.inter.broker.protocol"]
+        try:  # the controller's own check (controller/apis.py) reads it, authorizer or not
+            self.super_users = parse_super_users(self._values["super.users"])
+        except ValueError as e:
+            raise ConfigError(f"super.users: {e}") from None
 
     @property
     def controller_id(self) -> int:

@@ -15,6 +15,7 @@ with its new session. Watches are registered once per process and ignored while 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -69,6 +70,7 @@ from controller.replica_election import ElectionResult, ElectionTrigger, Electio
 from controller.replica_state_machine import ReplicaStateMachine
 from controller.request_batch import ControllerBrokerRequestBatch
 from controller.topic_deletion import TopicDeletionManager
+from network.client_security import ClientSecurity
 from protocol.errors import ErrorCode, KafkaError
 from zk import znodes
 from zk.client import ZkClient
@@ -100,11 +102,17 @@ class KafkaController:
         self,
         config: ControllerConfig,
         zk: ZkClient,
-        client_factory: ClientFactory = network_client,
+        client_factory: ClientFactory | None = None,
     ) -> None:
         self.config = config
         self.id = config.controller_id
         self.endpoints: list[str] = []
+        if client_factory is None:
+            # The brokers' inter-broker listener, reached as they reach each other (TLS, SASL); a
+            # setting that cannot work (no JAAS credentials for SASL, say) fails the startup here.
+            client_factory = functools.partial(
+                network_client, security=ClientSecurity.for_inter_broker(config)
+            )
         self._client_factory = client_factory
         self._zk_client = zk
         self.zk = ControllerZkClient(zk, lambda: not self.is_active)

@@ -19,7 +19,10 @@ from controller.apis import ControllerApis
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
 from network.socket_server import SocketServer, run_until_signalled
+from server_common.acl_authorizer import AclAuthorizer, authorizer_from_config
+from zk.acls import AclChangeListener, ZkAclStore
 from zk.client import ZkClient
+from zk.user_configs import UserConfigs
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,14 @@ class ControllerServer:
             operation_timeout=config.session_timeout_ms / 1000,
         )
         self.controller = KafkaController(config, self.zk)
+        # SCRAM credentials for a SASL listener: read from /config/users at each authentication (the
+        # controller's few broker connections need no cache).
+        self.scram_credentials = UserConfigs(self.zk)
         self.socket_server: SocketServer | None = None
+        # authorizer.class.name: the ACL authorizer over ZooKeeper's ACLs (who may call the controller).
+        self._acl_store = ZkAclStore(self.zk)
+        self.authorizer: AclAuthorizer | None = authorizer_from_config(config, self._acl_store)
+        self.acl_listener: AclChangeListener | None = None
 
     @property
     def prefix(self) -> str:
@@ -41,13 +51,21 @@ class ControllerServer:
 
     async def startup(self) -> None:
         config = self.config
-        apis = ControllerApis(self.controller)
-        self.socket_server = SocketServer(config, apis, apis.supported)
+        # Only brokers may call the controller (controller/apis.py): the authorizer's CLUSTER_ACTION,
+        # else super.users.
+        apis = ControllerApis(self.controller, authorizer=self.authorizer, super_users=config.super_users)
+        self.socket_server = SocketServer(
+            config, apis, apis.supported, scram_credentials=self.scram_credentials
+        )
         endpoints = [
             str(config.advertised_endpoint(name, port))
             for name, port in self.socket_server.bound_ports.items()
         ]
         await self.zk.start(timeout=config.connection_timeout_ms / 1000)
+        if self.authorizer is not None:  # its ACLs loaded before any request is served
+            await self._acl_store.create_paths()
+            self.acl_listener = AclChangeListener(self.zk, self.authorizer)
+            await self.acl_listener.start()
         self.socket_server.start_processing()
         log.info(
             "%s listening on %s; ZooKeeper %s", self.prefix, ", ".join(endpoints), config["zookeeper.connect"]
@@ -71,6 +89,8 @@ class ControllerServer:
         log.info("%s closing the listener and the ZooKeeper session", self.prefix)
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if self.acl_listener is not None:
+            await self.acl_listener.shutdown()
         await self.zk.close()
         log.info("%s shut down completed", self.prefix)
 

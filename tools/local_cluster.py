@@ -26,6 +26,13 @@ knows too (``unclean.leader.election.enable``, ``zookeeper.session.timeout.ms``,
 read the broker's file), then its own, then ``controller_overrides``. Each node's effective settings are
 written to its config file at every start.
 
+``secure=True`` secures it (tools/local_cluster_security.py): a CA and the nodes' certificates in
+``DIR/security``, one ``SASL_SSL`` listener per node with SCRAM-SHA-512 for clients and between servers,
+the ACL authorizer on, users ``admin`` and ``broker`` (super users) whose SCRAM credentials are written to
+ZooKeeper before the controllers and brokers start, and the admin's client settings in
+``DIR/client.properties`` (librdkafka's names; ``client_properties_path``) and
+``DIR/client-java.properties``. The cluster's own requests (``create_topic``, ...) go as the admin.
+
 Nodes (``broker(id)``, ``controller(id)``, ``zookeeper_node``, ``node(name)``) are controlled by PID:
 ``stop()`` (SIGTERM), ``kill()`` (SIGKILL), ``pause()``/``resume()`` (SIGSTOP/SIGCONT), ``start()``,
 ``restart()``; ``add_broker()`` grows the cluster. With a ``NetworkSandbox`` (``sandbox=True`` or one of
@@ -60,7 +67,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
 
 from tools.local_cluster_net import NetworkSandbox
 from tools.local_cluster_nodes import (
@@ -78,8 +85,12 @@ from tools.local_cluster_nodes import (
     signal_pid,
     wait_gone,
 )
+from tools.local_cluster_security import CLIENT_PROPERTIES, SECURITY_DIR, SecureSetup
 from zk import znodes
 from zk.server import ZooKeeperNotInstalled
+
+if TYPE_CHECKING:
+    from network.client_security import ClientSecurity
 
 __all__ = [
     "NODE_KEYS",
@@ -284,6 +295,7 @@ class LocalCluster:
         node_timeout: float = 60.0,
         report: Report | None = None,
         env: Mapping[str, str] | None = None,
+        secure: bool = False,
     ) -> None:
         if brokers < 1 or controllers < 1:
             raise LocalClusterError("a cluster needs at least one broker and one controller")
@@ -300,6 +312,7 @@ class LocalCluster:
         self.node_timeout = node_timeout
         self.report: Report = report or (lambda kind, text: None)
         self.env = _child_env(env)
+        self.security: SecureSetup | None = SecureSetup(self.data_dir / SECURITY_DIR) if secure else None
         self._own_sandbox = sandbox is True
         self.sandbox: NetworkSandbox | None = (
             NetworkSandbox("samsa-lc") if sandbox is True else (sandbox or None)
@@ -352,6 +365,25 @@ class LocalCluster:
         """``host:port,...`` of the running brokers (of every broker when none runs)."""
         running = [b for b in self.brokers.values() if b.alive]
         return ",".join(b.bootstrap for b in (running or list(self.brokers.values())))
+
+    @property
+    def secure(self) -> bool:
+        return self.security is not None
+
+    @property
+    def client_properties_path(self) -> Path | None:
+        """``DIR/client.properties``: the admin's client settings of a secure cluster (None otherwise)."""
+        return self.data_dir / CLIENT_PROPERTIES if self.security is not None else None
+
+    def client_properties(self) -> dict[str, str]:
+        """What a confluent-kafka client needs to reach the cluster as its admin: bootstrap.servers and,
+        when secure, the settings of ``client.properties``."""
+        settings = self.security.client_properties() if self.security is not None else {}
+        return {"bootstrap.servers": self.bootstrap, **settings}
+
+    def client_security(self) -> ClientSecurity | None:
+        """The admin's ``ClientSecurity`` for Samsa's own clients (None when not secure)."""
+        return self.security.client_security() if self.security is not None else None
 
     @property
     def nodes(self) -> list[Node]:
@@ -411,26 +443,49 @@ class LocalCluster:
         base = {k: v for k, v in self._base_file().items() if k not in NODE_KEYS}
         own = {
             "broker.id": str(broker.id),
-            "listeners": f"PLAINTEXT://{broker.host}:{broker.port}",
+            "listeners": self._listener(broker),
             "log.dirs": str(broker.log_dir),
             "zookeeper.connect": self.zookeeper_connect,
         }
         defaults = default_broker_config(self._initial_brokers, self.session_timeout_ms)
-        return {**defaults, **base, **own, **self.overrides, **broker.overrides}
+        secure = self.security.server_settings(broker.name) if self.security is not None else {}
+        return {**defaults, **base, **secure, **own, **self.overrides, **broker.overrides}
+
+    def _listener(self, node: Node) -> str:
+        if self.security is not None:
+            return self.security.listener(node.host, node.port)
+        return f"PLAINTEXT://{node.host}:{node.port}"
 
     def controller_config(self, controller: ControllerNode) -> dict[str, str]:
         """The settings ``controller``'s next start writes to its config file."""
         from controller.config import CONTROLLER_CONFIG
+        from server_common.config import listener_setting_name
 
-        known = set(CONTROLLER_CONFIG.keys) - NODE_KEYS
-        shared = {k: v for k, v in {**self._base_file(), **self.overrides}.items() if k in known}
+        def known(settings: Mapping[str, str]) -> dict[str, str]:
+            # Kafka's listener.name.<l>.<setting> too (the secure mode's JAAS configuration is one).
+            return {
+                k: v
+                for k, v in settings.items()
+                if k not in NODE_KEYS
+                and (k in CONTROLLER_CONFIG.keys or listener_setting_name(k) in CONTROLLER_CONFIG.keys)
+            }
+
         own = {
             "controller.id": str(controller.id),
-            "listeners": f"PLAINTEXT://{controller.host}:{controller.port}",
+            "listeners": self._listener(controller),
             "zookeeper.connect": self.zookeeper_connect,
         }
         session = {"zookeeper.session.timeout.ms": str(self.session_timeout_ms)}
-        return {**session, **shared, **own, **self.controller_overrides, **controller.overrides}
+        secure = self.security.server_settings(controller.name) if self.security is not None else {}
+        return {
+            **session,
+            **known(self._base_file()),
+            **secure,
+            **known(self.overrides),
+            **own,
+            **self.controller_overrides,
+            **controller.overrides,
+        }
 
     # -- starting --------------------------------------------------------------------------------
 
@@ -450,6 +505,7 @@ class LocalCluster:
                 self.sandbox.__enter__()
             if self.zookeeper_node is not None:
                 self.zookeeper_node.start()
+            self.prepare_security()
             for controller in self.controllers.values():
                 controller.start(wait=False)
             for broker in self.brokers.values():
@@ -460,6 +516,19 @@ class LocalCluster:
             self.stop(graceful=isinstance(e, Interrupted))  # a failed start leaves nothing to be careful of
             raise
         return self
+
+    def prepare_security(self) -> None:
+        """Secure mode, before the controllers and brokers start: the CA and every node's certificate
+        (made once, kept in ``DIR/security``), the users' SCRAM credentials in ZooKeeper, and the admin's
+        ``client.properties``. Nothing without ``secure``."""
+        if self.security is None:
+            return
+        nodes = [*self.controllers.values(), *self.brokers.values()]
+        self.security.prepare({node.name: [node.host] for node in nodes})
+        written = self.security.write_credentials(self.zookeeper_connect, self.node_timeout)
+        if written:
+            self.report("progress", f"SCRAM-SHA-512 credentials of {', '.join(written)} written to ZooKeeper")
+        self.security.write_client_files(self.data_dir, self.bootstrap)
 
     def claim_data_dir(self) -> None:
         """The first step of ``start`` (idempotent): takes the data dir's lock (LocalClusterError if another
@@ -566,6 +635,7 @@ class LocalCluster:
             "data_dir": str(self.data_dir),
             "zookeeper": self.zookeeper_connect,
             "bootstrap": self.bootstrap,
+            "client_properties": str(self.client_properties_path) if self.security is not None else None,
             "nodes": [n.describe() for n in self.nodes],
         }
         temporary = self.data_dir / f".{STATE_FILE}.tmp"
@@ -817,18 +887,23 @@ class LocalCluster:
     ) -> Any:
         """The response of the broker that forwards ``request`` to the controller (AdminClient's
         send_to_controller: retried on NOT_CONTROLLER), over a client of its own for this one call."""
-        from tools.admin_client import AdminClient
 
         async def ask() -> Any:
-            async with AdminClient(self.bootstrap, "local-cluster", timeout) as admin:
+            async with self._admin_client(self.bootstrap, timeout) as admin:
                 return await admin.send_to_controller(api_key, request, error_codes)
 
         return asyncio.run(ask())
 
-    def topic_partitions(self, topic: str, broker_id: int | None = None) -> dict[int, int]:
-        """``{partition: leader}`` in a running broker's metadata ({} when it does not know the topic)."""
+    def _admin_client(self, bootstrap: str, timeout: float) -> Any:
+        """Samsa's AdminClient for one call, as the admin user in a secure cluster."""
         from tools.admin_client import AdminClient
 
+        if self.security is None:
+            return AdminClient(bootstrap, "local-cluster", timeout)
+        return AdminClient(bootstrap, "local-cluster", timeout, security=self.client_security())
+
+    def topic_partitions(self, topic: str, broker_id: int | None = None) -> dict[int, int]:
+        """``{partition: leader}`` in a running broker's metadata ({} when it does not know the topic)."""
         broker = (
             self.broker(broker_id)
             if broker_id is not None
@@ -838,7 +913,7 @@ class LocalCluster:
             raise LocalClusterError("no broker is running")
 
         async def metadata() -> Any:
-            async with AdminClient(broker.bootstrap, "local-cluster", 10.0) as admin:
+            async with self._admin_client(broker.bootstrap, 10.0) as admin:
                 return await admin.metadata([topic])
 
         (found,) = asyncio.run(metadata()).topics

@@ -165,6 +165,17 @@ def tail(path: Path, lines: int = 12, since: int = 0) -> str:
     return "\n".join("    " + line for line in text.splitlines()[-lines:])
 
 
+def write_properties_text(path: Path, text: str, private: bool = False) -> None:
+    """Writes a node's config file; ``private``: readable by its owner only (it holds a password)."""
+    if not private:
+        path.write_text(text)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
 # -- nodes -------------------------------------------------------------------------------------------
 
 
@@ -286,8 +297,11 @@ class Node:
         raise NotImplementedError
 
     def ready(self) -> bool:
-        """Serving: a broker or controller answers ApiVersions, ZooKeeper answers ``srvr``."""
-        return answers_api_versions(self.host, self.port, timeout=1.0)
+        """Serving: a broker or controller answers ApiVersions (over TLS in a secure cluster: ApiVersions
+        is served before SASL authentication), ZooKeeper answers ``srvr``."""
+        security = self.cluster.security
+        context = security.ssl_context() if security is not None else None
+        return answers_api_versions(self.host, self.port, timeout=1.0, ssl_context=context)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         self._wait(self.ready, f"{self.name} to serve on {self.address}", timeout)
@@ -452,12 +466,19 @@ class _ServerNode(Node):
         raise NotImplementedError
 
     def _spawn(self) -> subprocess.Popen:
+        security = self.cluster.security
+        if security is not None:  # a node added since the cluster started needs a certificate too
+            security.prepare({self.name: [self.host]})
         props = self.config()
         lines = [
             f"# Written by LocalCluster (samsa up) at every start of {self.name}: edits are overwritten."
         ]
         lines += [f"{key}={value}" for key, value in props.items()]
-        self.config_path.write_text("\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        if security is not None:  # it holds the inter-broker user's password
+            write_properties_text(self.config_path, text, private=True)
+        else:
+            self.config_path.write_text(text)
         args = [sys.executable, "-m", "tools", self.ROLE, "--config", str(self.config_path)]
         log = open(self.log_path, "ab")  # handed to the child
         try:

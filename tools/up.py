@@ -24,6 +24,13 @@ While it runs, other commands act on its cluster by its data dir (``DIR/cluster.
 
 ROLE is broker, controller or zookeeper (id 1). The data is kept across runs unless ``--fresh``; a data
 dir that holds the data of more brokers than ``--brokers`` is refused.
+
+``--secure`` starts it secured (tools/local_cluster_security.py): a CA and certificates in
+``DIR/security``, a ``SASL_SSL`` listener with SCRAM-SHA-512 on every node (clients, brokers and
+controllers alike), the ACL authorizer on, and a super user ``admin`` whose client settings (librdkafka's
+names) it writes to ``DIR/client.properties`` and prints as ``client.properties=PATH`` after the
+``bootstrap.servers`` line: ``samsa topics --bootstrap-server ... --command-config PATH``, confluent-kafka
+and ``kcat -F PATH`` use it. Each run says whether it is secure (the certificates and passwords are kept).
 """
 
 from __future__ import annotations
@@ -314,6 +321,11 @@ ROLE is broker, controller or zookeeper (id 1).""",
         "--clear-overrides", action="store_true", help="forget the settings saved by the last run"
     )
     parser.add_argument("--fresh", action="store_true", help="delete the data dir's data first")
+    parser.add_argument(
+        "--secure", action="store_true",
+        help="SASL_SSL listeners (SCRAM-SHA-512, a CA of its own), the ACL authorizer, an admin super user "
+        "whose settings go to DIR/client.properties",
+    )  # fmt: skip
     return parser
 
 
@@ -356,6 +368,7 @@ def up(argv: list[str]) -> int:
             controller_overrides=settings["controller_overrides"],
             fresh=args.fresh,
             report=_report,
+            secure=args.secure,
         )
         if not args.fresh:
             extra = sorted(cluster.data_dir_brokers() - set(cluster.brokers))
@@ -408,6 +421,8 @@ def up(argv: list[str]) -> int:
             return 0
         cluster.disconnect()
         _out(f"bootstrap.servers={cluster.bootstrap}")
+        if cluster.client_properties_path is not None:
+            _out(f"client.properties={cluster.client_properties_path}")
         _err(
             f"logs under {data_dir}; Ctrl-C stops the cluster; `samsa up status --data-dir {args.data_dir}` "
             "shows it and `samsa up stop|kill|start|restart ROLE ID` act on one node"
@@ -510,6 +525,8 @@ def status(data_dir: Path, state: dict[str, Any]) -> int:
         _out("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
     if running_brokers:
         _out(f"bootstrap.servers={','.join(running_brokers)}")
+    if state.get("client_properties"):
+        _out(f"client.properties={state['client_properties']}")
     if view is None:
         _out("(ZooKeeper does not answer: registrations and the active controller unknown)")
     return 0
