@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("controller.main:main", "run a controller (one is active, the others stand by)"),
     "up": ("tools.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
     "topics": ("tools.topics:main", "create, describe, alter, delete and list topics"),
+    "configs": ("tools.configs:main", "describe and alter SCRAM credentials and topic and broker configs"),
+    "acls": ("tools.acls:main", "add, remove and list ACLs"),
     "consumer-groups": ("tools.consumer_groups:main", "list, describe and delete groups; reset offsets"),
     "transactions": (
         "tools.transactions:main",

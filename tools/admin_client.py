@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode, description, retriable
 from protocol.messages import ApiVersionsRequest, FindCoordinatorRequest, Message, MetadataRequest
@@ -44,10 +45,20 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 class AdminClient:
-    def __init__(self, bootstrap_servers: str, client_id: str = "samsa-admin", timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_id: str = "samsa-admin",
+        timeout: float = 30.0,
+        *,
+        security: ClientSecurity | None = None,
+    ) -> None:
+        """``security``: how to connect to the brokers' listener (TLS, SASL), as a tool's
+        ``--command-config`` file says (tools/command_config.py); None is PLAINTEXT."""
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         self.versions: dict[int, tuple[int, int]] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.controller_id = -1
@@ -65,7 +76,11 @@ class AdminClient:
         client = self._clients.get(address)
         if client is None:
             client = NetworkClient(
-                *address, self.client_id, request_timeout=self.timeout, connect_timeout=self.timeout
+                *address,
+                self.client_id,
+                request_timeout=self.timeout,
+                connect_timeout=self.timeout,
+                security=self.security,
             )
             self._clients[address] = client
         return client

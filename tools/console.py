@@ -9,6 +9,11 @@ records as Kafka's DefaultMessageFormatter does (``print.timestamp``, ``print.pa
 ``line.separator``, ``headers.separator``, ``null.literal``) and ends with ``Processed a total of N
 messages`` on stderr. Flag names and defaults are the Kafka tools'.
 
+Client settings from a file: ``--command-config FILE`` (Kafka 3.9's names ``--producer.config`` /
+``--consumer.config`` are taken too): its security settings (TLS, SASL; tools/command_config.py) and
+the producer or consumer properties listed below; ``--producer-property`` / ``--consumer-property``
+take precedence over it, as in Kafka.
+
 One difference: without ``--group`` Kafka's consumer joins a throwaway group ``console-consumer-NNNNN``
 that commits nothing; this one consumes without a group (aiokafka assigns it every partition of the
 subscribed topics), which prints the same records without needing the group coordinator.
@@ -34,6 +39,8 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import KafkaError
 
 from server_common.log import setup_logging
+from tools import command_config
+from tools.admin_client import AdminError
 from tools.usage import UsageError, UsageParser
 
 log = logging.getLogger("samsa.console")
@@ -103,6 +110,42 @@ def _client_kwargs(props: dict[str, str], table: ClientProperties) -> dict[str, 
     return kwargs
 
 
+# What a client config file may hold that the console tools take from their command line instead.
+_COMMAND_LINE_SETTINGS = frozenset({"bootstrap.servers", "key.serializer", "value.serializer"})
+_COMMAND_LINE_SETTINGS |= {"key.deserializer", "value.deserializer"}
+
+
+def _config_file_kwargs(path: str | None, table: ClientProperties) -> dict[str, Any]:
+    """aiokafka's keywords from a --command-config (--producer.config, --consumer.config) file: its
+    security settings, and the client properties of ``table``; others are ignored with Kafka's warning."""
+    if path is None:
+        return {}
+    props = command_config.read_command_config(path)
+    kwargs = command_config.aiokafka_security(command_config.security_from(props, path))
+    for name, value in props.items():
+        if command_config.is_security_setting(name) or name in _COMMAND_LINE_SETTINGS:
+            continue
+        if name not in table:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+            continue
+        keyword, convert = table[name]
+        try:
+            kwargs[keyword] = convert(value)
+        except ValueError:
+            raise UsageError(f"invalid value {value!r} for {name} in {path}") from None
+    return kwargs
+
+
+def _add_config_file_argument(p: UsageParser, kafka_name: str, what: str) -> None:
+    command_config.add_argument(
+        p,
+        "--command-config",
+        kafka_name,
+        help=f"{what} config properties file (security settings and {what.lower()} properties); "
+        f"--{what.lower()}-property takes precedence over it",
+    )
+
+
 def _true(props: dict[str, str], name: str) -> bool:
     return props.get(name, "false").strip().lower() == "true"
 
@@ -124,6 +167,9 @@ def _run(parser: UsageParser, argv: list[str], command: Callable[[argparse.Names
     except UsageError as e:
         print(e, file=sys.stderr)
         parser.print_usage(sys.stderr)
+        return 1
+    except AdminError as e:  # a --command-config file that cannot be read or holds a bad setting
+        log.error("%s", e)
         return 1
 
 
@@ -248,6 +294,7 @@ def _producer_parser() -> UsageParser:
     p.add_argument(
         "--producer-property", action="append", default=[], metavar="PROP", help="a producer property k=v"
     )
+    _add_config_file_argument(p, "--producer.config", "Producer")
     p.add_argument(
         "--compression-codec",
         nargs="?",
@@ -277,6 +324,7 @@ async def _produce(args: argparse.Namespace) -> int:
     }
     if args.request_timeout_ms is not None:
         kwargs["request_timeout_ms"] = args.request_timeout_ms
+    kwargs.update(_config_file_kwargs(args.command_config, PRODUCER_PROPERTIES))
     kwargs.update(
         _client_kwargs(_key_values(args.producer_property, "--producer-property"), PRODUCER_PROPERTIES)
     )
@@ -419,6 +467,7 @@ def _consumer_parser() -> UsageParser:
     p.add_argument(
         "--consumer-property", action="append", default=[], metavar="PROP", help="a consumer property k=v"
     )
+    _add_config_file_argument(p, "--consumer.config", "Consumer")
     p.add_argument(
         "--isolation-level",
         choices=("read_committed", "read_uncommitted"),
@@ -456,7 +505,10 @@ def _start_offset(args: argparse.Namespace) -> str | int:
 async def _consume(args: argparse.Namespace) -> int:
     start = _start_offset(args)
     formatter = RecordFormatter(_key_values(args.property, "--property"))
-    props = _client_kwargs(_key_values(args.consumer_property, "--consumer-property"), CONSUMER_PROPERTIES)
+    props = _config_file_kwargs(args.command_config, CONSUMER_PROPERTIES)
+    props.update(
+        _client_kwargs(_key_values(args.consumer_property, "--consumer-property"), CONSUMER_PROPERTIES)
+    )
     groups = {g for g in (args.group, props.pop("group_id", None)) if g is not None}
     if len(groups) > 1:
         raise UsageError(

@@ -9,8 +9,9 @@ P``, ``--all-topic-partitions`` or ``--path-to-json-file F`` (``{"partitions":[{
     Error completing leader election (PREFERRED) for partition: foo-3: org.apache.kafka.common.errors.
     PreferredLeaderNotAvailableException: ...     (one line)
 
-Option errors and failed elections end with a message on stderr and exit code 1. With
-``--all-topic-partitions`` the brokers report only the partitions that needed an election.
+``--command-config FILE`` (Kafka 3.9: ``--admin.config``) gives the client's security settings
+(tools/command_config.py). Option errors and failed elections end with a message on stderr and exit
+code 1. With ``--all-topic-partitions`` the brokers report only the partitions that needed an election.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import sys
 from collections import Counter, defaultdict
 from typing import NoReturn
 
+from network.client_security import ClientSecurity
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import ElectLeadersRequest
+from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -59,6 +62,13 @@ def _parser() -> _Parser:
         "elections supported are preferred replicas and unclean replicas.",
     )
     p.add_argument("--bootstrap-server", metavar="host:port", help="The broker(s) to connect to. REQUIRED.")
+    # --admin.config is Kafka 3.9's name for it (KIP-1147 renames it --command-config).
+    command_config.add_argument(
+        p,
+        "--command-config",
+        "--admin.config",
+        help="Configuration properties files to pass to the admin client",
+    )
     p.add_argument(
         "--election-type",
         type=_election_type,
@@ -131,7 +141,12 @@ def java_exception(code: int, message: str | None) -> str:
     return f"org.apache.kafka.common.errors.{name}: {message or description(code)}"
 
 
-async def elect(bootstrap: str, election_type: str, partitions: list[tuple[str, int]] | None) -> int:
+async def elect(
+    bootstrap: str,
+    election_type: str,
+    partitions: list[tuple[str, int]] | None,
+    security: ClientSecurity | None = None,
+) -> int:
     by_topic: dict[str, list[int]] = defaultdict(list)
     for topic, partition in partitions or []:
         by_topic[topic].append(partition)
@@ -143,7 +158,7 @@ async def elect(bootstrap: str, election_type: str, partitions: list[tuple[str, 
         timeout_ms=REQUEST_TIMEOUT_MS,
     )
     async with AdminClient(
-        bootstrap, client_id="leader-election", timeout=REQUEST_TIMEOUT_MS / 1000
+        bootstrap, client_id="leader-election", timeout=REQUEST_TIMEOUT_MS / 1000, security=security
     ) as admin:
         if election_type == "UNCLEAN" and admin.version(ApiKey.ELECT_LEADERS) < 1:
             raise CommandFailed("The broker does not support unclean leader election (ElectLeaders v1)")
@@ -190,7 +205,8 @@ def main(argv: list[str]) -> int:
             partitions = [(args.topic, args.partition)]
         else:
             partitions = None
-        return asyncio.run(elect(args.bootstrap_server, args.election_type, partitions))
+        security = command_config.client_security(args.command_config)
+        return asyncio.run(elect(args.bootstrap_server, args.election_type, partitions, security))
     except (CommandFailed, AdminError) as e:
         print(e, file=sys.stderr)
         return 1

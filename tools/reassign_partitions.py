@@ -12,6 +12,8 @@ Actions, JSON formats, outputs, messages and exit codes are Kafka's:
 - ``--cancel --reassignment-json-file F``: cancels those of F in progress;
 - ``--list``: the reassignments in progress.
 
+``--command-config FILE`` gives the client's security settings (TLS, SASL; tools/command_config.py).
+
 Usage errors go to stderr with the usage (exit 1); a failed action prints ``Error: <message>`` on stdout
 (exit 1). Samsa has no replication throttles and no log-directory moves, so ``--throttle``,
 ``--replica-alter-log-dirs-throttle``, ``--timeout`` and ``--preserve-throttles`` are not offered,
@@ -34,6 +36,7 @@ from protocol.messages import (
     ListPartitionReassignmentsRequest,
 )
 from server_common.replica_assignment import BrokerMetadata, assign_replicas
+from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 from tools.usage import UsageError, UsageParser
 from zk import reassignment_json
@@ -81,6 +84,7 @@ def _parser() -> UsageParser:
     p.add_argument(
         "--bootstrap-server", metavar="SERVER", help="REQUIRED: the server(s) to use for bootstrapping"
     )
+    command_config.add_argument(p)
     p.add_argument(
         "--generate", action="store_true", help="Generate a candidate partition reassignment configuration."
     )
@@ -404,7 +408,10 @@ class ReassignCommand:
 
 
 async def _run(args: argparse.Namespace, action: str) -> None:
-    async with AdminClient(args.bootstrap_server, client_id="reassign-partitions-tool") as admin:
+    security = command_config.client_security(args.command_config)
+    async with AdminClient(
+        args.bootstrap_server, client_id="reassign-partitions-tool", security=security
+    ) as admin:
         await getattr(ReassignCommand(admin, args), action)()
 
 

@@ -13,12 +13,12 @@ checksum 456``; different offsets print ``... replica 1's offset 41 doesn't matc
 partition t-0 at offset 100 among 3 partitions`` (the largest gap between a partition's verified offset
 and its highest high watermark).
 
-Two additions. A replica a broker refuses to serve is reported once per error (``<time>: partition t-0:
-replica 2 cannot be read: NOT_LEADER_OR_FOLLOWER``) instead of stalling silently. ``--once`` verifies
-until every partition is verified up to the high watermark its first fetch saw (giving up when nothing
-moves on for 5 s), prints the report and exits: 0 when every replica could be read, matched and got
-there, else 1. Without it the tool runs until
-interrupted, as Kafka's.
+Three additions. ``--command-config FILE`` gives the client's security settings (TLS, SASL;
+tools/command_config.py; Kafka's tool has no such option). A replica a broker refuses to serve is reported
+once per error (``<time>: partition t-0: replica 2 cannot be read: NOT_LEADER_OR_FOLLOWER``) instead of
+stalling silently. ``--once`` verifies until every partition is verified up to the high watermark its first
+fetch saw (giving up when nothing moves on for 5 s), prints the report and exits: 0 when every replica could
+be read, matched and got there, else 1. Without it the tool runs until interrupted, as Kafka's.
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from network.client import NetworkClient
+from network.client_security import ClientSecurity
 from protocol import record_batch
 from protocol.api import ApiKey, api
 from protocol.errors import ErrorCode
 from protocol.messages import FetchRequest, ListOffsetsRequest
+from tools import command_config
 from tools.admin_client import AdminClient, AdminError, parse_bootstrap
 from tools.topic_filter import topic_filter
 
@@ -69,6 +71,7 @@ def _parser() -> _Parser:
         metavar="hostname:port,...,hostname:port",
         help="REQUIRED: the servers to connect to",
     )
+    command_config.add_argument(p)
     p.add_argument(
         "--topic-white-list",
         "--topics-include",
@@ -137,8 +140,10 @@ class ReplicaVerifier:
         fetch_version: int,
         args: argparse.Namespace,
         out: Callable[[str], None] = print,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.replicas = replicas
+        self.security = security
         self.endpoints = endpoints
         self.fetch_version = fetch_version
         self.args = args
@@ -158,7 +163,11 @@ class ReplicaVerifier:
             host, port = self.endpoints[broker_id]
             timeout = self.args.max_wait_ms / 1000 + 30
             client = self.clients[broker_id] = NetworkClient(
-                host, port, f"broker-{DEBUGGING_CONSUMER_ID}-fetcher", request_timeout=timeout
+                host,
+                port,
+                f"broker-{DEBUGGING_CONSUMER_ID}-fetcher",
+                request_timeout=timeout,
+                security=self.security,
             )
         return client
 
@@ -315,7 +324,9 @@ async def _initial_offsets(
             isolation_level=0,
             topics=[ListOffsetsRequest.ListOffsetsTopic(name=t, partitions=p) for t, p in by_topic.items()],
         )
-        client = NetworkClient(*endpoints[leader], "replica-verification", request_timeout=admin.timeout)
+        client = NetworkClient(
+            *endpoints[leader], "replica-verification", request_timeout=admin.timeout, security=admin.security
+        )
         try:
             response = await client.send(spec, admin.version(ApiKey.LIST_OFFSETS), request)
         except (OSError, TimeoutError) as e:
@@ -337,7 +348,10 @@ async def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> i
         include = topic_filter(args.topics)
     except ValueError as e:
         raise ToolError(str(e)) from None
-    async with AdminClient(args.bootstrap_server, client_id="replica-verification") as admin:
+    security = command_config.client_security(args.command_config)
+    async with AdminClient(
+        args.bootstrap_server, client_id="replica-verification", security=security
+    ) as admin:
         metadata = await admin.metadata(None)
         endpoints = dict(admin.brokers)
         topics = [t for t in metadata.topics if t.error_code == ErrorCode.NONE and include.fullmatch(t.name)]
@@ -349,7 +363,7 @@ async def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> i
         replicas = {(t.name, p.partition_index): list(p.replica_nodes) for t in topics for p in t.partitions}
         leaders = {(t.name, p.partition_index): p.leader_id for t in topics for p in t.partitions}
         verifier = ReplicaVerifier(
-            replicas, endpoints, min(admin.version(ApiKey.FETCH), MAX_FETCH_VERSION), args, out
+            replicas, endpoints, min(admin.version(ApiKey.FETCH), MAX_FETCH_VERSION), args, out, security
         )
         verifier.positions = await _initial_offsets(admin, leaders, endpoints, args.time)
     out(f"{_now()}: verification process is started")

@@ -3,6 +3,7 @@
 Flags, output formats, messages and exit codes are kafka-topics.sh's (Kafka 3.x, ``--bootstrap-server``
 mode): usage errors go to stderr with exit code 1; a failed request prints ``Error while executing topic
 command : <message>`` on stdout and exits 1. ``--topic`` is a regular expression except with --create.
+``--command-config FILE`` gives the client's security settings (TLS, SASL; tools/command_config.py).
 
 One addition: ``--alter --config k=v`` (and ``--delete-config k``) changes a topic's configs through
 IncrementalAlterConfigs, as kafka-topics.sh did in its ZooKeeper mode; Kafka later moved this to
@@ -29,6 +30,7 @@ from protocol.messages import (
     IncrementalAlterConfigsRequest,
 )
 from protocol.topic import is_internal
+from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 from tools.topic_filter import topic_filter
 from tools.usage import UsageError, UsageParser
@@ -52,6 +54,7 @@ class CommandError(Exception):
 def _parser() -> UsageParser:
     p = UsageParser(prog="samsa topics", description="Create, delete, describe, or change a topic.")
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: the Kafka server to connect to")
+    command_config.add_argument(p)
     for action, text in (
         ("create", "Create a new topic."),
         ("list", "List all available topics."),
@@ -421,7 +424,8 @@ def _is_default(entry: Any) -> bool:
 
 async def _run(args: argparse.Namespace) -> None:
     action = next(a for a in ACTIONS if getattr(args, a))
-    async with AdminClient(args.bootstrap_server, client_id="samsa-topics") as admin:
+    security = command_config.client_security(args.command_config)
+    async with AdminClient(args.bootstrap_server, client_id="samsa-topics", security=security) as admin:
         await getattr(TopicService(admin, args), action)()
 
 

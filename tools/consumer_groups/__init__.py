@@ -15,7 +15,7 @@ generation -1 and no member id, as Kafka's Admin client does, and only for a gro
 Dead (unknown). Usage errors print the message and the usage on stderr and exit 1.
 
 One difference: kafka-consumer-groups.sh exits 0 after printing ``Error: ...``; Samsa exits 1, so that a
-script can tell. ``--command-config`` is not offered (Samsa's tools have no client security settings).
+script can tell. ``--command-config FILE`` gives the client's security settings (tools/command_config.py).
 
 The modules: ``options`` (the command line and its checks), ``command`` (what every action shares: the
 requests about groups and offsets), ``describe`` (--list, --describe), ``reset_offsets``, ``delete``
@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import sys
 
+from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 from tools.consumer_groups import options
 from tools.consumer_groups.command import CommandError, GroupCommand, print_error
@@ -49,7 +50,10 @@ async def _run(args: argparse.Namespace) -> bool:
     """Runs the action; True if it reported an error."""
     action = next(a for a in options.ACTIONS if getattr(args, a))
     async with AdminClient(
-        args.bootstrap_server, client_id="samsa-consumer-groups", timeout=args.timeout / 1000
+        args.bootstrap_server,
+        client_id="samsa-consumer-groups",
+        timeout=args.timeout / 1000,
+        security=command_config.client_security(args.command_config),
     ) as admin:
         command = _COMMANDS[action](admin, args)
         await command.run()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tools import command_config
 from tools.usage import UsageError, UsageParser
 
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
@@ -35,6 +36,9 @@ def parser() -> UsageParser:
         "or reset consumer group offsets.",
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The server(s) to connect to.")
+    command_config.add_argument(
+        p, help="Property file containing configs to be passed to Admin Client and Consumer."
+    )
     p.add_argument("--group", action="append", metavar="GROUP", help="The consumer group we wish to act on.")
     p.add_argument(
         "--topic",

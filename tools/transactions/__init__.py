@@ -18,7 +18,8 @@ The subcommands, their options, columns and messages are those of Kafka 3.x's Tr
 
 ``--bootstrap-server`` is required; Samsa takes it before or after the subcommand (Kafka only before).
 Usage errors print the message and the usage on stderr and exit 1; a failed command prints its error on
-stderr and exits 1. ``--command-config`` is not offered (Samsa's tools have no client security settings).
+stderr and exits 1. ``--command-config FILE`` (before the subcommand, as Kafka's) gives the client's
+security settings (tools/command_config.py).
 
 The modules: ``options`` (the command line), ``admin`` (the requests, with the Admin client's routing and
 retries), ``commands`` (the five commands and their tables).
@@ -32,6 +33,7 @@ import sys
 import time
 from typing import TextIO
 
+from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 from tools.transactions import options
 from tools.transactions.admin import TransactionsAdmin
@@ -47,7 +49,10 @@ def wall_clock_ms() -> int:
 
 async def _run(args: argparse.Namespace, out: TextIO, now: Clock) -> None:
     async with AdminClient(
-        args.bootstrap_server, client_id="samsa-transactions", timeout=CLIENT_TIMEOUT_S
+        args.bootstrap_server,
+        client_id="samsa-transactions",
+        timeout=CLIENT_TIMEOUT_S,
+        security=command_config.client_security(args.command_config),
     ) as admin:
         await COMMANDS[args.command](TransactionsAdmin(admin), args, out, now)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from tools import command_config
 from tools.usage import UsageError, UsageParser
 
 COMMANDS = ("list", "describe", "describe-producers", "abort", "find-hanging")
@@ -61,6 +62,8 @@ def parser() -> UsageParser:
         "hanging transactions.",
     )
     _bootstrap(p, top=True)
+    # Before the command only, as kafka-transactions.sh takes it.
+    command_config.add_argument(p, help="Property file containing configs to be passed to admin client")
     commands = p.add_subparsers(dest="command", title="commands", metavar="COMMAND", required=True)
 
     listing = commands.add_parser("list", help="list transactions")

@@ -5,8 +5,9 @@ cannot hang the test and the functions are safe to call from a worker thread: a 
 in its own event loop calls them through `asyncio.to_thread`.
 
 Scenarios: bootstrap_<client> (connect, list brokers and topics), produce_<client> (send `count` keyed
-records with headers and timestamps where the client allows, report where the broker put each one) and
-consume_<client> (read every partition from the beginning without a group); check_round_trip compares
+records with headers and timestamps where the client allows, report where the broker put each one),
+consume_<client> (read every partition from the beginning without a group) and consume_group_<client>
+(subscribe in a consumer group, read, commit, leave; CONSUME_GROUP); check_round_trip compares
 what was produced with what was consumed; transactions_<client> (TRANSACTIONS) runs the transactions
 scenario of py/transactions.py through the client's transactional API. CLIENTS lists the clients,
 CODECS the codecs each supports.
@@ -15,6 +16,15 @@ Each scenario function returns a structured result or raises:
   * ClientNotInstalled: the client tool (or the codec library it needs) is missing (the test skips);
   * ClientFailed: the client ran and failed; the message carries its stderr.
 
+Security: every scenario takes `security=Security(...)` (keyword; None or PLAINTEXT: none), how the
+client connects to a secured listener: TLS trusting a CA (PEM), a client certificate and key for mutual
+TLS, a SASL mechanism (PLAIN, SCRAM-SHA-256/512) with a username and password. Each client gets it in its
+own terms: the Python scripts and kafkajs read it from $SAMSA_CLIENT_SECURITY (JSON, see
+py/secure.py and js/secure.js), the Java client loads $SAMSA_CLIENT_PROPERTIES (its own properties:
+`ssl.truststore.type=PEM`, the key store inline as `ssl.keystore.key`/`ssl.keystore.certificate.chain`,
+`sasl.jaas.config`), kcat gets librdkafka's `-X` settings. A test that starts a client script itself
+(the group members of the consumer-group tests) passes `security.env()` in its environment.
+
 Non-Python tools come from `make clientdeps` (tests/support/clients/setup.sh) under .cache/clients, or under
 $SAMSA_CLIENTS_DIR when set; kcat comes from Debian.
 """
@@ -22,6 +32,7 @@ $SAMSA_CLIENTS_DIR when set; kcat comes from Debian.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib.util
 import json
 import os
@@ -88,6 +99,136 @@ class BootstrapResult:
 
 def clients_dir() -> Path:
     return Path(os.environ.get("SAMSA_CLIENTS_DIR") or REPO / ".cache" / "clients")
+
+
+# ---------------------------------------------------------------------------------------------------
+# security settings
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SECURITY_ENV = "SAMSA_CLIENT_SECURITY"  # JSON of Security, for the Python and kafkajs scripts
+JAVA_PROPERTIES_ENV = "SAMSA_CLIENT_PROPERTIES"  # Java client properties (text), for the Java programs
+JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+@dataclass(frozen=True)
+class Security:
+    """How a client connects: Kafka's security protocol; for TLS the CA it trusts (PEM file), and for
+    mutual TLS its own certificate and key (PEM files; the key PKCS#8, encrypted with key_password or
+    not); for SASL the mechanism, username and password. verify_hostname: the server certificate must
+    name the host connected to (Kafka's ssl.endpoint.identification.algorithm=https, every client's
+    default)."""
+
+    protocol: str = "PLAINTEXT"
+    ca: str | None = None
+    certificate: str | None = None
+    key: str | None = None
+    key_password: str | None = None
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+    verify_hostname: bool = True
+
+    def __post_init__(self) -> None:
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security protocol {self.protocol!r} is not one of {SECURITY_PROTOCOLS}")
+        if self.sasl and self.mechanism not in SASL_MECHANISMS:
+            raise ValueError(f"SASL mechanism {self.mechanism!r} is not one of {SASL_MECHANISMS}")
+        if (self.certificate is None) != (self.key is None):
+            raise ValueError("a client certificate needs its key and a key its certificate")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def librdkafka(self) -> dict[str, str]:
+        """librdkafka's settings (confluent-kafka, kcat)."""
+        conf = {"security.protocol": self.protocol.lower()}
+        if self.tls:
+            if self.ca is not None:
+                conf["ssl.ca.location"] = self.ca
+            if self.certificate is not None and self.key is not None:
+                conf["ssl.certificate.location"] = self.certificate
+                conf["ssl.key.location"] = self.key
+            if self.key_password is not None:
+                conf["ssl.key.password"] = self.key_password
+            conf["ssl.endpoint.identification.algorithm"] = "https" if self.verify_hostname else "none"
+        if self.sasl:
+            assert self.mechanism is not None
+            conf["sasl.mechanisms"] = self.mechanism
+            conf["sasl.username"] = self.username or ""
+            conf["sasl.password"] = self.password or ""
+        return conf
+
+    def java(self) -> dict[str, str]:
+        """The Java client's settings: the trust store a PEM file, the key store PEM inline (a PEM key
+        store given by location must hold key and chain in one file; inline they stay two files)."""
+        props = {"security.protocol": self.protocol}
+        if self.tls:
+            if self.ca is not None:
+                props["ssl.truststore.type"] = "PEM"
+                props["ssl.truststore.location"] = self.ca
+            if self.certificate is not None and self.key is not None:
+                props["ssl.keystore.type"] = "PEM"
+                props["ssl.keystore.key"] = Path(self.key).read_text()
+                props["ssl.keystore.certificate.chain"] = Path(self.certificate).read_text()
+            if self.key_password is not None:
+                props["ssl.key.password"] = self.key_password
+            props["ssl.endpoint.identification.algorithm"] = "https" if self.verify_hostname else ""
+        if self.sasl:
+            assert self.mechanism is not None
+            props["sasl.mechanism"] = self.mechanism
+            props["sasl.jaas.config"] = (
+                f"{JAAS_MODULES[self.mechanism]} required "
+                f"username={_jaas_quoted(self.username or '')} password={_jaas_quoted(self.password or '')};"
+            )
+        return props
+
+    def env(self) -> dict[str, str]:
+        """The environment a client script reads these settings from."""
+        return {
+            SECURITY_ENV: json.dumps(dataclasses.asdict(self)),
+            JAVA_PROPERTIES_ENV: java_properties_text(self.java()),
+        }
+
+
+def _jaas_quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def java_properties_text(props: Mapping[str, str]) -> str:
+    """``props`` in java.util.Properties' format (what Properties.load reads back unchanged)."""
+
+    def escape(text: str, key: bool) -> str:
+        out = []
+        for i, ch in enumerate(text):
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch == "\n":
+                out.append("\\n")
+            elif ch == "\r":
+                out.append("\\r")
+            elif ch == "\t":
+                out.append("\\t")
+            elif ch in "=:#!" or (ch == " " and (key or i == 0)):
+                out.append("\\" + ch)
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    return "".join(f"{escape(k, True)}={escape(v, False)}\n" for k, v in props.items())
+
+
+def _security_env(security: Security | None) -> dict[str, str]:
+    return {} if security is None else security.env()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -162,35 +303,71 @@ def _script_args(bootstrap: str, timeout: float, args: Sequence[str]) -> list[st
     return [bootstrap, str(_client_timeout_ms(timeout)), *args]
 
 
-def _run_python(
-    client: str, script: str, bootstrap: str, timeout: float, args: Sequence[str] = ()
-) -> dict[str, Any]:
+def python_argv(client: str, script: str) -> list[str]:
+    """The command line that runs py/SCRIPT with ``client`` (its arguments follow)."""
     module = PYTHON_MODULES[client]
     if importlib.util.find_spec(module) is None:
         raise ClientNotInstalled(f"{client}: Python package {module!r} is missing (pip install -e '.[test]')")
-    argv = [sys.executable, str(HERE / "py" / script), client, *_script_args(bootstrap, timeout, args)]
-    return _last_json_line(client, _run(client, argv, timeout))
+    return [sys.executable, str(HERE / "py" / script), client]
 
 
-def _run_kafkajs(script: str, bootstrap: str, timeout: float, args: Sequence[str] = ()) -> dict[str, Any]:
+def kafkajs_argv(script: str) -> tuple[list[str], dict[str, str]]:
+    """The command line that runs js/SCRIPT, and the environment it needs (NODE_PATH)."""
     node = _require_program("kafkajs", "node", "install Node.js")
     modules = clients_dir() / "node" / "node_modules"
     if not (modules / "kafkajs" / "package.json").is_file():
         raise ClientNotInstalled(f"kafkajs: not installed under {modules} (run `make clientdeps`)")
-    argv = [node, str(HERE / "js" / script), *_script_args(bootstrap, timeout, args)]
-    out = _run("kafkajs", argv, timeout, env={"NODE_PATH": str(modules)})
-    return _last_json_line("kafkajs", out)
+    return [node, str(HERE / "js" / script)], {"NODE_PATH": str(modules)}
 
 
-def _run_java(main_source: str, bootstrap: str, timeout: float, args: Sequence[str] = ()) -> dict[str, Any]:
+def java_argv(main_source: str) -> list[str]:
+    """The command line that runs java/MAIN_SOURCE as a single-file program on the client's jars."""
     java = _require_program("java", "java", "install a JDK 17")
     jar_dir = clients_dir() / "java"
     missing = [jar for jar in JAVA_JARS if not (jar_dir / jar).is_file()]
     if missing:
         raise ClientNotInstalled(f"java: {', '.join(missing)} not under {jar_dir} (run `make clientdeps`)")
     classpath = os.pathsep.join(str(jar_dir / jar) for jar in JAVA_JARS)
-    argv = [java, "-cp", classpath, str(HERE / "java" / main_source), *_script_args(bootstrap, timeout, args)]
-    out = _run("java", argv, timeout)
+    return [java, "-cp", classpath, str(HERE / "java" / main_source)]
+
+
+def _run_python(
+    client: str,
+    script: str,
+    bootstrap: str,
+    timeout: float,
+    args: Sequence[str] = (),
+    *,
+    security: Security | None = None,
+) -> dict[str, Any]:
+    argv = [*python_argv(client, script), *_script_args(bootstrap, timeout, args)]
+    return _last_json_line(client, _run(client, argv, timeout, env=_security_env(security)))
+
+
+def _run_kafkajs(
+    script: str,
+    bootstrap: str,
+    timeout: float,
+    args: Sequence[str] = (),
+    *,
+    security: Security | None = None,
+) -> dict[str, Any]:
+    argv, env = kafkajs_argv(script)
+    argv += _script_args(bootstrap, timeout, args)
+    out = _run("kafkajs", argv, timeout, env={**env, **_security_env(security)})
+    return _last_json_line("kafkajs", out)
+
+
+def _run_java(
+    main_source: str,
+    bootstrap: str,
+    timeout: float,
+    args: Sequence[str] = (),
+    *,
+    security: Security | None = None,
+) -> dict[str, Any]:
+    argv = [*java_argv(main_source), *_script_args(bootstrap, timeout, args)]
+    out = _run("java", argv, timeout, env=_security_env(security))
     return _last_json_line("java", out)
 
 
@@ -215,9 +392,19 @@ def _kcat_timeout_s(timeout: float) -> str:
     return str(max(1, int(timeout * CLIENT_TIMEOUT_SHARE)))
 
 
-def _kcat_metadata(bootstrap: str, timeout: float, *args: str) -> dict[str, Any]:
+def _kcat_security(security: Security | None) -> list[str]:
+    """kcat's -X arguments for ``security``."""
+    if security is None:
+        return []
+    return [arg for key, value in security.librdkafka().items() for arg in ("-X", f"{key}={value}")]
+
+
+def _kcat_metadata(
+    bootstrap: str, timeout: float, *args: str, security: Security | None = None
+) -> dict[str, Any]:
     """`kcat -L -J` with extra arguments (`-t TOPIC`)."""
-    out = _run("kcat", [_kcat(), "-L", "-J", "-b", bootstrap, "-m", _kcat_timeout_s(timeout), *args], timeout)
+    argv = [_kcat(), "-L", "-J", "-b", bootstrap, "-m", _kcat_timeout_s(timeout), *_kcat_security(security)]
+    out = _run("kcat", [*argv, *args], timeout)
     return _last_json_line("kcat", out)
 
 
@@ -230,50 +417,66 @@ def _split_host_port(name: str) -> tuple[str, int]:
 # bootstrap: connect, learn the brokers and the topics
 
 
-def bootstrap_aiokafka(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
+def bootstrap_aiokafka(
+    bootstrap: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> BootstrapResult:
     """AIOKafkaAdminClient.describe_cluster() and list_topics()."""
-    raw = _run_python("aiokafka", "bootstrap.py", bootstrap, timeout)
+    raw = _run_python("aiokafka", "bootstrap.py", bootstrap, timeout, security=security)
     return _bootstrap_result("aiokafka", raw)
 
 
-def bootstrap_kafka_python(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
+def bootstrap_kafka_python(
+    bootstrap: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> BootstrapResult:
     """KafkaAdminClient.describe_cluster() and list_topics()."""
-    raw = _run_python("kafka-python", "bootstrap.py", bootstrap, timeout)
+    raw = _run_python("kafka-python", "bootstrap.py", bootstrap, timeout, security=security)
     return _bootstrap_result("kafka-python", raw)
 
 
-def bootstrap_confluent_kafka(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
+def bootstrap_confluent_kafka(
+    bootstrap: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> BootstrapResult:
     """AdminClient.list_topics() (one Metadata round trip through librdkafka)."""
-    raw = _run_python("confluent-kafka", "bootstrap.py", bootstrap, timeout)
+    raw = _run_python("confluent-kafka", "bootstrap.py", bootstrap, timeout, security=security)
     return _bootstrap_result("confluent-kafka", raw)
 
 
-def bootstrap_kafkajs(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
+def bootstrap_kafkajs(
+    bootstrap: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> BootstrapResult:
     """kafkajs admin describeCluster() and listTopics() (tests/support/clients/js/bootstrap.js)."""
-    raw = _run_kafkajs("bootstrap.js", bootstrap, timeout)
+    raw = _run_kafkajs("bootstrap.js", bootstrap, timeout, security=security)
     return _bootstrap_result("kafkajs", raw)
 
 
-def bootstrap_java(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
+def bootstrap_java(
+    bootstrap: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> BootstrapResult:
     """Java AdminClient describeCluster() and listTopics() (tests/support/clients/java/Bootstrap.java)."""
-    raw = _run_java("Bootstrap.java", bootstrap, timeout)
+    raw = _run_java("Bootstrap.java", bootstrap, timeout, security=security)
     return _bootstrap_result("java", raw)
 
 
-def admin_kafkajs(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+def admin_kafkajs(
+    bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> dict[str, Any]:
     """kafkajs's admin client: create (3 partitions, retention.ms), list, describe topic and config, grow
     to 5 partitions, delete (tests/support/clients/js/admin.js); returns what each step saw."""
-    return _run_kafkajs("admin.js", bootstrap, timeout, [topic])
+    return _run_kafkajs("admin.js", bootstrap, timeout, [topic], security=security)
 
 
-def admin_java(bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+def admin_java(
+    bootstrap: str, topic: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> dict[str, Any]:
     """The same with the Java AdminClient (tests/support/clients/java/Admin.java)."""
-    return _run_java("Admin.java", bootstrap, timeout, [topic])
+    return _run_java("Admin.java", bootstrap, timeout, [topic], security=security)
 
 
-def bootstrap_kcat(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> BootstrapResult:
+def bootstrap_kcat(
+    bootstrap: str, timeout: float = DEFAULT_TIMEOUT, *, security: Security | None = None
+) -> BootstrapResult:
     """`kcat -L -J` (Debian's kcat, an old librdkafka). kcat does not show the cluster id."""
-    raw = _kcat_metadata(bootstrap, timeout)
+    raw = _kcat_metadata(bootstrap, timeout, security=security)
     brokers = []
     for b in raw["brokers"]:
         host, port = _split_host_port(b["name"])
@@ -290,7 +493,7 @@ def bootstrap_kcat(bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> Bootstra
     )
 
 
-BOOTSTRAP: dict[str, Callable[[str, float], BootstrapResult]] = {
+BOOTSTRAP: dict[str, Callable[..., BootstrapResult]] = {
     "aiokafka": bootstrap_aiokafka,
     "kafka-python": bootstrap_kafka_python,
     "confluent-kafka": bootstrap_confluent_kafka,
@@ -439,7 +642,8 @@ def _produced(
     )
 
 
-Launcher = Callable[[str, float, Sequence[str]], dict[str, Any]]
+# launch(bootstrap, timeout, args, security=...) runs a client script and returns its JSON result.
+Launcher = Callable[..., dict[str, Any]]
 
 
 def _produce_with_script(
@@ -452,6 +656,7 @@ def _produce_with_script(
     acks: int,
     idempotent: bool,
     timeout: float,
+    security: Security | None,
 ) -> ProduceResult:
     """The scripts read the records from a file, one per line: key, value, timestamp, then header
     name/value pairs, tab-separated; they print {"acks": [[index, partition, offset|null]...], "seconds"}."""
@@ -465,7 +670,10 @@ def _produce_with_script(
                 headers = b"".join(b"\t" + name.encode() + b"\t" + value for name, value in r.headers)
                 f.write(b"%s\t%s\t%d%s\n" % (r.key, r.value, r.timestamp, headers))
         raw = launch(
-            bootstrap, timeout, ["produce", topic, codec, str(acks), str(int(idempotent)), str(path)]
+            bootstrap,
+            timeout,
+            ["produce", topic, codec, str(acks), str(int(idempotent)), str(path)],
+            security=security,
         )
     placed = {int(i): (p, o) for i, p, o in raw["acks"]}
     return ProduceResult(
@@ -481,11 +689,18 @@ def _produce_with_script(
 
 
 def _consume_with_script(
-    client: str, launch: Launcher, bootstrap: str, topic: str, partitions: int, expected: int, timeout: float
+    client: str,
+    launch: Launcher,
+    bootstrap: str,
+    topic: str,
+    args: Sequence[str],
+    timeout: float,
+    security: Security | None,
 ) -> ConsumeResult:
     """The scripts print {"records": [[partition, offset, timestamp, key, value, [[name, value]...]]...],
-    "seconds"}, every string base64; they return what they have at their deadline."""
-    raw = launch(bootstrap, timeout, ["consume", topic, str(partitions), str(expected)])
+    "seconds"}, every string base64; they return what they have at their deadline. args: the mode and
+    its arguments ("consume" PARTITIONS EXPECTED or "consume-group" GROUP EXPECTED)."""
+    raw = launch(bootstrap, timeout, [args[0], topic, *args[1:]], security=security)
     records = tuple(
         ConsumedRecord(
             partition=int(p),
@@ -524,15 +739,51 @@ class _ScriptedClient:
         acks: int = -1,
         idempotent: bool = False,
         timeout: float = RECORDS_TIMEOUT,
+        security: Security | None = None,
     ) -> ProduceResult:
         return _produce_with_script(
-            self.name, self.launch, bootstrap, topic, count, codec, acks, idempotent, timeout
+            self.name, self.launch, bootstrap, topic, count, codec, acks, idempotent, timeout, security
         )
 
     def consume(
-        self, bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        expected: int,
+        *,
+        timeout: float = RECORDS_TIMEOUT,
+        security: Security | None = None,
     ) -> ConsumeResult:
-        return _consume_with_script(self.name, self.launch, bootstrap, topic, partitions, expected, timeout)
+        return _consume_with_script(
+            self.name,
+            self.launch,
+            bootstrap,
+            topic,
+            ["consume", str(partitions), str(expected)],
+            timeout,
+            security,
+        )
+
+    def consume_group(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        expected: int,
+        *,
+        timeout: float = RECORDS_TIMEOUT,
+        security: Security | None = None,
+    ) -> ConsumeResult:
+        return _consume_with_script(
+            self.name,
+            self.launch,
+            bootstrap,
+            topic,
+            ["consume-group", group, str(expected)],
+            timeout,
+            security,
+        )
 
 
 # How each script drives its client:
@@ -547,6 +798,9 @@ class _ScriptedClient:
 #   consuming is its own Fetch through the client's cluster object.
 # - java: KafkaProducer.send() with a callback per record, then flush() (idempotence on by default);
 #   KafkaConsumer without group.id: assign(), seekToBeginning(), poll().
+# consume_group (every script): subscribe to the topic in GROUP (earliest where the group has no offset),
+# poll until EXPECTED records or the deadline, commit what was read synchronously, close (leaving the
+# group); kafkajs through consumer.run() with its own commits.
 _aiokafka = _ScriptedClient("aiokafka", partial(_run_python, "aiokafka", _PYTHON_RECORDS))
 _kafka_python = _ScriptedClient("kafka-python", partial(_run_python, "kafka-python", _PYTHON_RECORDS))
 _confluent_kafka = _ScriptedClient(
@@ -559,6 +813,11 @@ produce_kafka_python, consume_kafka_python = _kafka_python.produce, _kafka_pytho
 produce_confluent_kafka, consume_confluent_kafka = _confluent_kafka.produce, _confluent_kafka.consume
 produce_kafkajs, consume_kafkajs = _kafkajs.produce, _kafkajs.consume
 produce_java, consume_java = _java.produce, _java.consume
+consume_group_aiokafka = _aiokafka.consume_group
+consume_group_kafka_python = _kafka_python.consume_group
+consume_group_confluent_kafka = _confluent_kafka.consume_group
+consume_group_kafkajs = _kafkajs.consume_group
+consume_group_java = _java.consume_group
 
 
 def produce_kcat(
@@ -570,6 +829,7 @@ def produce_kcat(
     acks: int = -1,
     idempotent: bool = False,
     timeout: float = RECORDS_TIMEOUT,
+    security: Security | None = None,
 ) -> ProduceResult:
     """`kcat -P -K '\\t' -l FILE`. kcat cannot set a header or timestamp per record: every record carries
     the header client=kcat and the time of sending. Its delivery reports (-v -v -v, on stderr) name a
@@ -577,7 +837,7 @@ def produce_kcat(
     records that librdkafka's default partitioner (CRC32 of the key) sends there."""
     kcat = _kcat()
     _check_codec("kcat", codec)
-    (topic_metadata,) = _kcat_metadata(bootstrap, timeout, "-t", topic)["topics"]
+    (topic_metadata,) = _kcat_metadata(bootstrap, timeout, "-t", topic, security=security)["topics"]
     partitions = len(topic_metadata["partitions"])
     records = _outgoing("kcat", count, per_record=False)
     started = _now_ms()
@@ -585,7 +845,7 @@ def produce_kcat(
         path = Path(tmp) / "records.tsv"
         path.write_bytes(b"".join(r.key + b"\t" + r.value + b"\n" for r in records))
         argv = [kcat, "-P", "-b", bootstrap, "-t", topic, "-K", "\\t", "-l", str(path), "-H", "client=kcat"]
-        argv += ["-v", "-v", "-v", "-m", _kcat_timeout_s(timeout)]
+        argv += ["-v", "-v", "-v", "-m", _kcat_timeout_s(timeout), *_kcat_security(security)]
         for key, value in {
             "compression.codec": codec,
             "acks": acks,
@@ -627,15 +887,44 @@ def _kcat_placements(keys: Sequence[bytes], partitions: int, stderr: str) -> dic
 
 
 def consume_kcat(
-    bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = RECORDS_TIMEOUT
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    *,
+    timeout: float = RECORDS_TIMEOUT,
+    security: Security | None = None,
 ) -> ConsumeResult:
     """`kcat -C -o beginning -c EXPECTED -J`: kcat reads every partition of the topic (whatever
     `partitions` says) and fails by timing out when fewer records than expected come."""
     kcat = _kcat()
     argv = [kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-c", str(expected), "-J", "-q"]
+    argv += ["-m", _kcat_timeout_s(timeout), *_kcat_security(security)]
     clock = time.monotonic()
-    out = _run("kcat", [*argv, "-m", _kcat_timeout_s(timeout)], timeout)
-    seconds = time.monotonic() - clock
+    out = _run("kcat", argv, timeout)
+    return _kcat_consumed(topic, out, time.monotonic() - clock)
+
+
+def consume_group_kcat(
+    bootstrap: str,
+    topic: str,
+    group: str,
+    expected: int,
+    *,
+    timeout: float = RECORDS_TIMEOUT,
+    security: Security | None = None,
+) -> ConsumeResult:
+    """`kcat -G GROUP TOPIC -c EXPECTED -J`: librdkafka's group consumer (earliest where the group has
+    no offset), its offsets committed by librdkafka's auto-commit, finally when kcat closes it."""
+    argv = [_kcat(), "-b", bootstrap, "-G", group, "-c", str(expected), "-J", "-q"]
+    argv += ["-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=10000"]
+    argv += ["-m", _kcat_timeout_s(timeout), *_kcat_security(security), topic]
+    clock = time.monotonic()
+    out = _run("kcat", argv, timeout)
+    return _kcat_consumed(topic, out, time.monotonic() - clock)
+
+
+def _kcat_consumed(topic: str, out: str, seconds: float) -> ConsumeResult:
     records = []
     for line in out.splitlines():
         m = json.loads(line)
@@ -664,6 +953,14 @@ PRODUCE: dict[str, Callable[..., ProduceResult]] = {
     "kafkajs": produce_kafkajs,
     "java": produce_java,
     "kcat": produce_kcat,
+}
+CONSUME_GROUP: dict[str, Callable[..., ConsumeResult]] = {
+    "aiokafka": consume_group_aiokafka,
+    "kafka-python": consume_group_kafka_python,
+    "confluent-kafka": consume_group_confluent_kafka,
+    "kafkajs": consume_group_kafkajs,
+    "java": consume_group_java,
+    "kcat": consume_group_kcat,
 }
 CONSUME: dict[str, Callable[..., ConsumeResult]] = {
     "aiokafka": consume_aiokafka,
@@ -861,8 +1158,14 @@ def _transactions_with(
     transactional_id: str,
     partitions: int,
     timeout: float,
+    security: Security | None,
 ) -> TransactionsResult:
-    raw = launch(bootstrap, timeout, [data_topic, input_topic, group, transactional_id, str(partitions)])
+    raw = launch(
+        bootstrap,
+        timeout,
+        [data_topic, input_topic, group, transactional_id, str(partitions)],
+        security=security,
+    )
     return _transactions_result(client, raw)
 
 
@@ -876,11 +1179,21 @@ def _transactions_scenario(client: str, launch: Launcher) -> Callable[..., Trans
         partitions: int,
         *,
         timeout: float = TRANSACTIONS_TIMEOUT,
+        security: Security | None = None,
     ) -> TransactionsResult:
         """Runs the transactions scenario: records to DATA_TOPIC (record i of a transaction to partition
         i % partitions), six input records seeded to INPUT_TOPIC partition 0 and read in GROUP."""
         return _transactions_with(
-            client, launch, bootstrap, data_topic, input_topic, group, transactional_id, partitions, timeout
+            client,
+            launch,
+            bootstrap,
+            data_topic,
+            input_topic,
+            group,
+            transactional_id,
+            partitions,
+            timeout,
+            security,
         )
 
     scenario.__name__ = f"transactions_{client.replace('-', '_')}"

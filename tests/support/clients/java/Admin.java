@@ -16,6 +16,20 @@ import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
 
 public class Admin {
+    // Security settings from tests/support/clients/runners.py: $SAMSA_CLIENT_PROPERTIES holds Java client
+    // properties (security.protocol, ssl.*, sasl.*), loaded over the program's own.
+    static Properties secured(Properties props) {
+        String extra = System.getenv("SAMSA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try {
+                props.load(new java.io.StringReader(extra));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return props;
+    }
+
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         int timeoutMs = Integer.parseInt(args[1]);
@@ -25,7 +39,7 @@ public class Admin {
         props.put(AdminClientConfig.CLIENT_ID_CONFIG, "samsa-test-java-admin");
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, timeoutMs);
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, timeoutMs);
-        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(props)) {
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(secured(props))) {
             NewTopic newTopic = new NewTopic(topic, 3, (short) 1).configs(Map.of("retention.ms", "3600000"));
             admin.createTopics(List.of(newTopic)).all().get(timeoutMs, TimeUnit.MILLISECONDS);
             boolean listed = admin.listTopics().names().get(timeoutMs, TimeUnit.MILLISECONDS).contains(topic);

@@ -15,6 +15,20 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.common.Node;
 
 public class Bootstrap {
+    // Security settings from tests/support/clients/runners.py: $SAMSA_CLIENT_PROPERTIES holds Java client
+    // properties (security.protocol, ssl.*, sasl.*), loaded over the program's own.
+    static Properties secured(Properties props) {
+        String extra = System.getenv("SAMSA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try {
+                props.load(new java.io.StringReader(extra));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return props;
+    }
+
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         int timeoutMs = args.length > 1 ? Integer.parseInt(args[1]) : 30000;
@@ -23,7 +37,7 @@ public class Bootstrap {
         props.put(AdminClientConfig.CLIENT_ID_CONFIG, "samsa-test-java");
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, timeoutMs);
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, timeoutMs);
-        try (Admin admin = Admin.create(props)) {
+        try (Admin admin = Admin.create(secured(props))) {
             DescribeClusterResult cluster = admin.describeCluster();
             String clusterId = cluster.clusterId().get(timeoutMs, TimeUnit.MILLISECONDS);
             Node controller = cluster.controller().get(timeoutMs, TimeUnit.MILLISECONDS);

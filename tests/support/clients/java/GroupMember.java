@@ -32,6 +32,20 @@ import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class GroupMember {
+    // Security settings from tests/support/clients/runners.py: $SAMSA_CLIENT_PROPERTIES holds Java client
+    // properties (security.protocol, ssl.*, sasl.*), loaded over the program's own.
+    static Properties secured(Properties props) {
+        String extra = System.getenv("SAMSA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try {
+                props.load(new java.io.StringReader(extra));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return props;
+    }
+
     static final int HEARTBEAT_MS = 500;
     static final int MAX_POLL_INTERVAL_MS = 30_000;
 
@@ -77,7 +91,7 @@ public class GroupMember {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
 
-        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(secured(props));
         final boolean[] closing = {false};
         Thread stdin = new Thread(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {

@@ -24,6 +24,20 @@ import org.apache.kafka.common.protocol.ApiKeys;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class Offsets {
+    // Security settings from tests/support/clients/runners.py: $SAMSA_CLIENT_PROPERTIES holds Java client
+    // properties (security.protocol, ssl.*, sasl.*), loaded over the program's own.
+    static Properties secured(Properties props) {
+        String extra = System.getenv("SAMSA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try {
+                props.load(new java.io.StringReader(extra));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return props;
+    }
+
     static String listed(org.apache.kafka.clients.admin.Admin admin, TopicPartition tp, OffsetSpec spec, int timeoutMs)
             throws Exception {
         ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp, spec)).partitionResult(tp)
@@ -43,7 +57,7 @@ public class Offsets {
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, timeoutMs);
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, timeoutMs);
-        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(props)) {
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(secured(props))) {
             out.append("\"earliest\":").append(listed(admin, tp, OffsetSpec.earliest(), timeoutMs));
             out.append(",\"latest\":").append(listed(admin, tp, OffsetSpec.latest(), timeoutMs));
             out.append(",\"max_timestamp\":").append(listed(admin, tp, OffsetSpec.maxTimestamp(), timeoutMs));
@@ -57,7 +71,7 @@ public class Offsets {
         consumerProps.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         consumerProps.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         consumerProps.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, timeoutMs);
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerProps)) {
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(secured(consumerProps))) {
             consumer.assign(List.of(tp));
             Duration timeout = Duration.ofMillis(timeoutMs);
             consumer.commitSync(Map.of(tp, new OffsetAndMetadata(2, "java-md")), timeout);

@@ -2,6 +2,9 @@
 // tests/support/clients/py/records.py for the input file and the JSON printed on stdout). Usage:
 //   java -cp <jars> Records.java HOST:PORT TIMEOUT_MS produce TOPIC CODEC ACKS IDEMPOTENT INPUT
 //   java -cp <jars> Records.java HOST:PORT TIMEOUT_MS consume TOPIC PARTITIONS EXPECTED
+//   java -cp <jars> Records.java HOST:PORT TIMEOUT_MS consume-group TOPIC GROUP EXPECTED
+// consume-group subscribes in GROUP (earliest where it has no offset), commits what it read (commitSync)
+// and closes, leaving the group. Security settings: $SAMSA_CLIENT_PROPERTIES (see secured()).
 // Every string in the output is base64, so the JSON needs no escaping.
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -9,7 +12,9 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -17,6 +22,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -26,6 +32,20 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class Records {
+    // Security settings from tests/support/clients/runners.py: $SAMSA_CLIENT_PROPERTIES holds Java client
+    // properties (security.protocol, ssl.*, sasl.*), loaded over the program's own.
+    static Properties secured(Properties props) {
+        String extra = System.getenv("SAMSA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try {
+                props.load(new java.io.StringReader(extra));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return props;
+    }
+
     static final String CLIENT_ID = "samsa-test-java";
     static final int LINGER_MS = 10;
     static final int BATCH_BYTES = 128 * 1024;
@@ -39,7 +59,8 @@ public class Records {
         long started = System.nanoTime();
         String result = mode.equals("produce")
             ? produce(bootstrap, timeoutMs, topic, args[4], args[5], args[6].equals("1"), Path.of(args[7]))
-            : consume(bootstrap, timeoutMs, topic, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+            : consume(bootstrap, timeoutMs, topic, mode.equals("consume-group") ? args[4] : null,
+                mode.equals("consume-group") ? 0 : Integer.parseInt(args[4]), Integer.parseInt(args[5]));
         double seconds = (System.nanoTime() - started) / 1e9;
         System.out.println("{" + result + ",\"seconds\":" + seconds + "}");
     }
@@ -64,7 +85,7 @@ public class Records {
         List<String> lines = Files.readAllLines(input, StandardCharsets.UTF_8);
         String[] acked = new String[lines.size()];
         AtomicReference<Exception> failure = new AtomicReference<>();
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(secured(p))) {
             for (int i = 0; i < lines.size(); i++) {
                 String[] f = lines.get(i).split("\t", -1);
                 ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(
@@ -90,7 +111,8 @@ public class Records {
         return "\"acks\":[" + String.join(",", acked) + "]";
     }
 
-    static String consume(String bootstrap, int timeoutMs, String topic, int partitions, int expected) {
+    static String consume(String bootstrap, int timeoutMs, String topic, String group, int partitions,
+                          int expected) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.CLIENT_ID_CONFIG, CLIENT_ID);
@@ -100,15 +122,23 @@ public class Records {
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, timeoutMs);
         p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, timeoutMs);
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        }
         List<String> out = new ArrayList<>();
+        Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(secured(p))) {
             List<TopicPartition> tps = new ArrayList<>();
             for (int i = 0; i < partitions; i++) {
                 tps.add(new TopicPartition(topic, i));
             }
-            consumer.assign(tps);
-            consumer.seekToBeginning(tps);
+            if (group == null) {
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+            } else {
+                consumer.subscribe(List.of(topic));
+            }
             while (out.size() < expected && System.nanoTime() < deadline) {
                 for (ConsumerRecord<byte[], byte[]> r : consumer.poll(POLL)) {
                     List<String> headers = new ArrayList<>();
@@ -117,7 +147,11 @@ public class Records {
                     }
                     out.add("[" + r.partition() + "," + r.offset() + "," + r.timestamp() + "," + b64(r.key())
                         + "," + b64(r.value()) + ",[" + String.join(",", headers) + "]]");
+                    next.put(new TopicPartition(topic, r.partition()), new OffsetAndMetadata(r.offset() + 1));
                 }
+            }
+            if (group != null && !next.isEmpty()) {
+                consumer.commitSync(next);
             }
         }
         return "\"records\":[" + String.join(",", out) + "]";

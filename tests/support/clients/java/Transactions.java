@@ -30,6 +30,20 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class Transactions {
+    // Security settings from tests/support/clients/runners.py: $SAMSA_CLIENT_PROPERTIES holds Java client
+    // properties (security.protocol, ssl.*, sasl.*), loaded over the program's own.
+    static Properties secured(Properties props) {
+        String extra = System.getenv("SAMSA_CLIENT_PROPERTIES");
+        if (extra != null) {
+            try {
+                props.load(new java.io.StringReader(extra));
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return props;
+    }
+
     static final String CLIENT_ID = "samsa-test-txn-java";
     static final int INPUT_COUNT = 6;
     static final int TXN_RECORDS = 6;
@@ -90,7 +104,7 @@ public class Transactions {
             p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
             p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, TRANSACTION_TIMEOUT_MS);
         }
-        return new KafkaProducer<>(p);
+        return new KafkaProducer<>(secured(p));
     }
 
     static List<String[]> recordsOf(String name, int count) {
@@ -158,7 +172,7 @@ public class Transactions {
         if (group != null) {
             p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         }
-        return p;
+        return secured(p);
     }
 
     static Long committed(KafkaConsumer<String, String> consumer, TopicPartition tp) {

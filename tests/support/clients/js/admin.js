@@ -3,6 +3,7 @@
 // object with what each step saw; a failure goes to stderr with a non-zero exit.
 'use strict'
 const { Kafka, logLevel, ConfigResourceTypes } = require('kafkajs')
+const { kafkaSecurity } = require('./secure')
 
 async function main () {
   const [bootstrap, timeoutMs, topic] = [process.argv[2], Number(process.argv[3] || 30000), process.argv[4]]
@@ -12,7 +13,8 @@ async function main () {
     logLevel: logLevel.ERROR,
     connectionTimeout: timeoutMs,
     requestTimeout: timeoutMs,
-    retry: { retries: 5 }
+    retry: { retries: 5 },
+    ...kafkaSecurity()
   })
   const admin = kafka.admin()
   await admin.connect()

@@ -3,6 +3,7 @@
 // kafkajs is resolved through NODE_PATH, which tests/support/clients/runners.py points at the setup.sh cache.
 'use strict'
 const { Kafka, logLevel } = require('kafkajs')
+const { kafkaSecurity } = require('./secure')
 
 async function main () {
   const [bootstrap, timeoutMs] = [process.argv[2], Number(process.argv[3] || 30000)]
@@ -12,7 +13,8 @@ async function main () {
     logLevel: logLevel.ERROR,
     connectionTimeout: timeoutMs,
     requestTimeout: timeoutMs,
-    retry: { retries: 2 }
+    retry: { retries: 2 },
+    ...kafkaSecurity()
   })
   const admin = kafka.admin()
   await admin.connect()

@@ -11,6 +11,7 @@
 'use strict'
 const readline = require('readline')
 const { Kafka, logLevel } = require('kafkajs')
+const { kafkaSecurity } = require('./secure')
 
 const HEARTBEAT_MS = 500
 const MAX_WAIT_MS = 200
@@ -27,7 +28,8 @@ async function main () {
     logLevel: logLevel.ERROR,
     connectionTimeout: Number(timeoutMs),
     requestTimeout: Number(timeoutMs),
-    retry: { retries: 10 }
+    retry: { retries: 10 },
+    ...kafkaSecurity()
   })
   const consumer = kafka.consumer({
     groupId: group,

@@ -2,10 +2,13 @@
 // tests/support/clients/py/records.py for the input file and the JSON printed on stdout). Usage:
 //   node records.js HOST:PORT TIMEOUT_MS produce TOPIC CODEC ACKS IDEMPOTENT INPUT
 //   node records.js HOST:PORT TIMEOUT_MS consume TOPIC PARTITIONS EXPECTED
+//   node records.js HOST:PORT TIMEOUT_MS consume-group TOPIC GROUP EXPECTED
+// Security settings come from $SAMSA_CLIENT_SECURITY (secure.js).
 // kafkajs is resolved through NODE_PATH, which the runner points at the setup.sh cache.
 'use strict'
 const fs = require('fs')
 const { Kafka, logLevel, CompressionTypes, Partitioners } = require('kafkajs')
+const { kafkaSecurity } = require('./secure')
 
 // kafkajs takes a whole array per send(): chunks keep each Produce request well under a batch limit.
 const CHUNK = 2000
@@ -19,7 +22,8 @@ function client (bootstrap, timeoutMs) {
     logLevel: logLevel.ERROR,
     connectionTimeout: timeoutMs,
     requestTimeout: timeoutMs,
-    retry: { retries: 2 }
+    retry: { retries: 2 },
+    ...kafkaSecurity()
   })
 }
 
@@ -131,10 +135,49 @@ async function consume (kafka, timeoutMs, [topic, partitions, expected]) {
   return { records: out, seconds: (Date.now() - started) / 1000 }
 }
 
+// In a group: subscribe (from the beginning where the group has no offset), read through
+// consumer.run() until EXPECTED records or the deadline, commit the next offset of each partition read,
+// disconnect (leaving the group).
+async function consumeGroup (kafka, timeoutMs, [topic, group, expected]) {
+  const consumer = kafka.consumer({ groupId: group, maxWaitTimeInMs: POLL_MS, retry: { retries: 2 } })
+  await consumer.connect()
+  const started = Date.now()
+  const out = []
+  const next = new Map()
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true })
+    let done
+    const finished = new Promise((resolve) => { done = resolve })
+    const timer = setTimeout(done, Math.max(0, timeoutMs - (Date.now() - started)))
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        if (out.length >= Number(expected)) return
+        const offset = Number(message.offset)
+        out.push([partition, offset, Number(message.timestamp), b64(message.key), b64(message.value), consumedHeaders(message.headers)])
+        next.set(partition, offset + 1)
+        if (out.length >= Number(expected)) done()
+      }
+    })
+    await finished
+    clearTimeout(timer)
+    // While the consumer runs: kafkajs commits only through a running group (stop() leaves it).
+    if (next.size > 0) {
+      await consumer.commitOffsets(Array.from(next, ([partition, offset]) => ({ topic, partition, offset: String(offset) })))
+    }
+    await consumer.stop()
+  } finally {
+    await consumer.disconnect()
+  }
+  return { records: out, seconds: (Date.now() - started) / 1000 }
+}
+
+const MODES = { produce, consume, 'consume-group': consumeGroup }
+
 async function main () {
   const [bootstrap, timeoutMs, mode, ...args] = process.argv.slice(2)
   const kafka = client(bootstrap, Number(timeoutMs))
-  return (mode === 'produce' ? produce : consume)(kafka, Number(timeoutMs), args)
+  return MODES[mode](kafka, Number(timeoutMs), args)
 }
 
 // A pipe takes a large write asynchronously: exit only once it is flushed.

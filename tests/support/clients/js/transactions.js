@@ -14,6 +14,7 @@
 // kafkajs is resolved through NODE_PATH, which the runner points at the setup.sh cache.
 'use strict'
 const { Kafka, logLevel } = require('kafkajs')
+const { kafkaSecurity } = require('./secure')
 
 const INPUT_COUNT = 6
 const TXN_RECORDS = 6
@@ -177,7 +178,8 @@ async function main () {
     logLevel: logLevel.ERROR,
     connectionTimeout: opTimeoutMs,
     requestTimeout: opTimeoutMs,
-    retry: { retries: 10 }
+    retry: { retries: 10 },
+    ...kafkaSecurity()
   })
   const txns = []
   const written = (name, outcome, records, acked) => {

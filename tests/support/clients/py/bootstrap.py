@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import secure
+
 CLIENT_ID = "samsa-test"
 
 
@@ -19,7 +21,10 @@ def _aiokafka(bootstrap: str, timeout: float) -> dict[str, Any]:
 
     async def run() -> dict[str, Any]:
         admin = AIOKafkaAdminClient(
-            bootstrap_servers=bootstrap, client_id=CLIENT_ID, request_timeout_ms=int(timeout * 1000)
+            bootstrap_servers=bootstrap,
+            client_id=CLIENT_ID,
+            request_timeout_ms=int(timeout * 1000),
+            **secure.aiokafka(),
         )
         await admin.start()
         try:
@@ -47,6 +52,7 @@ def _kafka_python(bootstrap: str, timeout: float) -> dict[str, Any]:
         client_id=CLIENT_ID,
         request_timeout_ms=int(timeout * 1000),
         bootstrap_timeout_ms=int(timeout * 1000),
+        **secure.kafka_python(),
     )
     try:
         cluster = admin.describe_cluster()
@@ -68,7 +74,7 @@ def _kafka_python(bootstrap: str, timeout: float) -> dict[str, Any]:
 def _confluent_kafka(bootstrap: str, timeout: float) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID, **secure.librdkafka()})
     md = admin.list_topics(timeout=timeout)
     return {
         "cluster_id": md.cluster_id,

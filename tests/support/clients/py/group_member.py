@@ -4,7 +4,7 @@ java/GroupMember.java beside it, speaking their protocol.
 
 Usage: python group_member.py CLIENT BOOTSTRAP TIMEOUT_MS TOPIC GROUP SESSION_MS
 with CLIENT one of aiokafka, kafka-python, confluent-kafka, each through its own consumer API and its
-default (eager) assignors.
+default (eager) assignors; security settings from $SAMSA_CLIENT_SECURITY (secure.py).
 
 It subscribes to TOPIC (from the earliest offset where the group has none) and, without auto-commit,
 commits each polled batch synchronously after "processing" it (printing its records). One JSON object
@@ -33,6 +33,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import secure
 
 HEARTBEAT_MS = 500
 MAX_POLL_INTERVAL_MS = 30_000  # also the rebalance timeout the member announces
@@ -100,6 +102,7 @@ def _settings(client: str, bootstrap: str, timeout_ms: int, group: str, session_
         "max_poll_interval_ms": MAX_POLL_INTERVAL_MS,
         "fetch_max_wait_ms": MAX_WAIT_MS,
         "request_timeout_ms": timeout_ms,
+        **(secure.aiokafka() if client == "aiokafka" else secure.kafka_python()),
     }
 
 
@@ -202,6 +205,7 @@ def run_confluent_kafka(bootstrap: str, timeout_ms: int, topic: str, group: str,
             "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
             "fetch.wait.max.ms": MAX_WAIT_MS,
             "socket.timeout.ms": timeout_ms,
+            **secure.librdkafka(),
         }
     )
 

@@ -4,7 +4,9 @@ tests/support/clients/runners.py.
 Usage:
   python records.py CLIENT HOST:PORT TIMEOUT_MS produce TOPIC CODEC ACKS IDEMPOTENT INPUT
   python records.py CLIENT HOST:PORT TIMEOUT_MS consume TOPIC PARTITIONS EXPECTED
-with CLIENT one of aiokafka, kafka-python, confluent-kafka.
+  python records.py CLIENT HOST:PORT TIMEOUT_MS consume-group TOPIC GROUP EXPECTED
+with CLIENT one of aiokafka, kafka-python, confluent-kafka; security settings from
+$SAMSA_CLIENT_SECURITY (secure.py).
 
 produce sends the records of INPUT (one per line: key, value, timestamp, then header name/value pairs,
 tab-separated) with the client's default partitioner, all in flight at once, and prints
@@ -12,6 +14,8 @@ tab-separated) with the client's default partitioner, all in flight at once, and
 consume assigns partitions 0..PARTITIONS-1 without a group, reads from the beginning until EXPECTED
 records or the deadline (TIMEOUT_MS), and prints {"records": [[partition, offset, timestamp, key, value,
 [[name, value], ...]], ...], "seconds": S} with keys, values and header names/values in base64.
+consume-group subscribes to TOPIC in GROUP instead (from the earliest offset where the group has none),
+reads the same way, commits what it read (synchronously) and closes, leaving the group.
 A failure is an exception: traceback on stderr, non-zero exit.
 """
 
@@ -25,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
+
+import secure
 
 CLIENT_ID = "samsa-test"
 LINGER_MS = 10
@@ -76,6 +82,15 @@ def codec_or_none(codec: str) -> str | None:
     return None if codec == "none" else codec
 
 
+# What a consume reads: int, that many partitions assigned without a group; str, the group to subscribe in.
+Target = int | str
+
+
+def next_offsets(records: list[Any]) -> dict[int, int]:
+    """{partition: the offset after the last record read there}: what a group consumer commits."""
+    return {r[0]: r[1] + 1 for r in records}
+
+
 # ---------------------------------------------------------------------------------------------------
 # aiokafka
 
@@ -95,6 +110,7 @@ def produce_aiokafka(
             max_batch_size=BATCH_BYTES,
             enable_idempotence=idempotent,
             request_timeout_ms=int(timeout * 1000),
+            **secure.aiokafka(),
         )
         await producer.start()
         try:
@@ -114,23 +130,28 @@ def produce_aiokafka(
     return asyncio.run(asyncio.wait_for(run(), timeout))
 
 
-def consume_aiokafka(bootstrap: str, timeout: float, topic: str, partitions: int, expected: int) -> list[Any]:
+def consume_aiokafka(bootstrap: str, timeout: float, topic: str, target: Target, expected: int) -> list[Any]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run() -> list[Any]:
+        group = target if isinstance(target, str) else None
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap,
             client_id=CLIENT_ID,
-            group_id=None,
+            group_id=group,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             request_timeout_ms=int(timeout * 1000),
+            **secure.aiokafka(),
         )
         await consumer.start()
         try:
-            tps = [TopicPartition(topic, p) for p in range(partitions)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
+            if group is None:
+                tps = [TopicPartition(topic, p) for p in range(int(target))]
+                consumer.assign(tps)
+                await consumer.seek_to_beginning(*tps)
+            else:
+                consumer.subscribe([topic])
             out: list[Any] = []
             deadline = time.monotonic() + timeout
             while len(out) < expected and time.monotonic() < deadline:
@@ -139,6 +160,8 @@ def consume_aiokafka(bootstrap: str, timeout: float, topic: str, partitions: int
                         consumed(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)
                         for r in records
                     ]
+            if group is not None:
+                await consumer.commit({TopicPartition(topic, p): o for p, o in next_offsets(out).items()})
             return out
         finally:
             await consumer.stop()
@@ -164,6 +187,7 @@ def produce_kafka_python(
         batch_size=BATCH_BYTES,
         enable_idempotence=idempotent,
         request_timeout_ms=int(timeout * 1000),
+        **secure.kafka_python(),
     )
     try:
         futures = [
@@ -178,22 +202,28 @@ def produce_kafka_python(
 
 
 def consume_kafka_python(
-    bootstrap: str, timeout: float, topic: str, partitions: int, expected: int
+    bootstrap: str, timeout: float, topic: str, target: Target, expected: int
 ) -> list[Any]:
     from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
 
+    group = target if isinstance(target, str) else None
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         client_id=CLIENT_ID,
-        group_id=None,
+        group_id=group,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         request_timeout_ms=int(timeout * 1000),
+        **secure.kafka_python(),
     )
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
+        if group is None:
+            tps = [TopicPartition(topic, p) for p in range(int(target))]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+        else:
+            consumer.subscribe([topic])
         out: list[Any] = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
@@ -201,6 +231,10 @@ def consume_kafka_python(
                 out += [
                     consumed(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers) for r in records
                 ]
+        if group is not None:
+            consumer.commit(
+                {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in next_offsets(out).items()}
+            )
         return out
     finally:
         consumer.close()
@@ -224,6 +258,7 @@ def produce_confluent_kafka(
             "linger.ms": LINGER_MS,
             "enable.idempotence": idempotent,
             "message.timeout.ms": int(timeout * 1000),
+            **secure.librdkafka(),
         }
     )
     acked: list[Ack] = []
@@ -251,22 +286,28 @@ def produce_confluent_kafka(
 
 
 def consume_confluent_kafka(
-    bootstrap: str, timeout: float, topic: str, partitions: int, expected: int
+    bootstrap: str, timeout: float, topic: str, target: Target, expected: int
 ) -> list[Any]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+    group = target if isinstance(target, str) else None
     # librdkafka insists on a group.id, but assign() with explicit offsets and no commits never uses it.
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "client.id": CLIENT_ID,
-            "group.id": "samsa-test-unused",
+            "group.id": group or "samsa-test-unused",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            **secure.librdkafka(),
         }
     )
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        if group is None:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(int(target))])
+        else:
+            consumer.subscribe([topic])
         out: list[Any] = []
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
@@ -278,6 +319,11 @@ def consume_confluent_kafka(
                         m.partition(), m.offset(), m.timestamp()[1], m.key(), m.value(), m.headers() or []
                     )
                 )
+        if group is not None:
+            offsets = [TopicPartition(topic, p, o) for p, o in next_offsets(out).items()]
+            for tp in consumer.commit(offsets=offsets, asynchronous=False) or []:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
         return out
     finally:
         consumer.close()
@@ -308,8 +354,9 @@ def main() -> None:
         acked = PRODUCE[client](bootstrap, seconds, topic, codec, int(acks), idempotent == "1", rows)
         result: dict[str, Any] = {"acks": acked}
     else:
-        partitions, expected = args
-        result = {"records": CONSUME[client](bootstrap, seconds, topic, int(partitions), int(expected))}
+        # consume: a number of partitions to assign; consume-group: the group to subscribe in
+        target: Target = int(args[0]) if mode == "consume" else args[0]
+        result = {"records": CONSUME[client](bootstrap, seconds, topic, target, int(args[1]))}
     result["seconds"] = round(time.monotonic() - started, 3)
     print(json.dumps(result))
 

@@ -3,7 +3,8 @@ tests/support/clients/runners.py (transactions_<client>); the Python twin of js/
 java/Transactions.java beside it, printing the same JSON.
 
 Usage: python transactions.py CLIENT BOOTSTRAP TIMEOUT_MS DATA_TOPIC INPUT_TOPIC GROUP TXN_ID PARTITIONS
-with CLIENT one of aiokafka, kafka-python, confluent-kafka.
+with CLIENT one of aiokafka, kafka-python, confluent-kafka; security settings from
+$SAMSA_CLIENT_SECURITY (secure.py).
 
 The scenario (every step through the client's own transactional API; record i of a transaction goes to
 partition i % PARTITIONS of DATA_TOPIC, its key and value "<transaction>-<i>"):
@@ -43,6 +44,8 @@ import time
 import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+import secure
 
 CLIENT_ID = "samsa-test-txn"
 INPUT_COUNT = 6
@@ -84,6 +87,7 @@ class ConfluentProducer:
             "client.id": CLIENT_ID,
             "message.timeout.ms": OP_TIMEOUT_MS,
             "linger.ms": 5,
+            **secure.librdkafka(),
         }
         if txn_id is not None:
             settings["transactional.id"] = txn_id
@@ -163,6 +167,7 @@ class ConfluentGroupConsumer:
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                **secure.librdkafka(),
             }
         )
         self.consumer.subscribe([topic])
@@ -206,6 +211,7 @@ def confluent_read(
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": isolation,
+            **secure.librdkafka(),
         }
     )
     try:
@@ -277,6 +283,7 @@ class KafkaPythonProducer:
             request_timeout_ms=OP_TIMEOUT_MS // 2,
             max_block_ms=OP_TIMEOUT_MS,
             linger_ms=5,
+            **secure.kafka_python(),
         )
         self.topic = topic
 
@@ -328,6 +335,7 @@ class KafkaPythonGroupConsumer:
             enable_auto_commit=False,
             isolation_level="read_committed",
             request_timeout_ms=OP_TIMEOUT_MS,
+            **secure.kafka_python(),
         )
         self.topic = topic
 
@@ -361,6 +369,7 @@ def kafka_python_read(
         auto_offset_reset="earliest",
         isolation_level=isolation,
         request_timeout_ms=OP_TIMEOUT_MS,
+        **secure.kafka_python(),
     )
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -424,6 +433,7 @@ class AiokafkaClient:
                 auto_offset_reset="earliest",
                 isolation_level=isolation,
                 request_timeout_ms=OP_TIMEOUT_MS,
+                **secure.aiokafka(),
             )
             await consumer.start()
             try:
@@ -469,6 +479,7 @@ class AiokafkaProducer:
                 enable_idempotence=True,
                 request_timeout_ms=OP_TIMEOUT_MS // 2,
                 linger_ms=5,
+                **secure.aiokafka(),
             )
 
         self.producer = client.run(create())
@@ -530,6 +541,7 @@ class AiokafkaGroupConsumer:
                 enable_auto_commit=False,
                 isolation_level="read_committed",
                 request_timeout_ms=OP_TIMEOUT_MS,
+                **secure.aiokafka(),
             )
             await consumer.start()
             return consumer
