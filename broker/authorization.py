@@ -2,8 +2,9 @@
 
 A handler holds an ``Authorization`` (the server's, or ``ALLOW_ALL`` when no authorizer is set, which
 answers yes without looking at the request) and asks it about the request's principal and address:
-``authorize`` one resource, ``filter_authorized`` a set of names, ``authorized_operations`` for the
-``authorized_operations`` bitfields of Metadata, DescribeCluster and DescribeGroups.
+``authorize`` one resource, ``filter_authorized`` (or ``filter_unauthorized``) a set of names,
+``authorized_operations`` for the ``authorized_operations`` bitfields of Metadata, DescribeCluster and
+DescribeGroups.
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ class Authorization:
         ]
         allowed = self.authorizer.authorize(request.principal, request.client_ip, actions)
         return {n for n, ok in zip(unique, allowed, strict=True) if ok}
+
+    def filter_unauthorized(
+        self, request: Request, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
+    ) -> set[str]:
+        """The names among ``names`` the request may not do ``operation`` on (Kafka's per-topic
+        TOPIC_AUTHORIZATION_FAILED); none without an authorizer."""
+        unique = list(dict.fromkeys(names))
+        allowed = self.filter_authorized(request, operation, resource_type, unique)
+        return {n for n in unique if n not in allowed}
 
     def authorize_by_resource_type(
         self, request: Request, operation: AclOperation, resource_type: ResourceType

@@ -8,36 +8,28 @@ reconfigurables (``DynamicBrokerConfig.reconfigure``: listeners, connection limi
 cleaner), and each setting changed is logged saying whether it applied now or at the next restart.
 A ``users/<user>`` change reloads that user's SCRAM credentials into the broker's CredentialCache
 (Kafka's UserConfigHandler; server_common/scram.py).
-Notifications older than 15 minutes are deleted, as Kafka does. It also watches ``/config/topics``: a
-new topic's configs are written before its assignment, so they reach the log manager before the
-controller asks this broker to create the topic's logs.
+Notifications older than 15 minutes are deleted, as Kafka does (zk/change_notifications.py follows
+them). It also watches ``/config/topics``: a new topic's configs are written before its assignment,
+so they reach the log manager before the controller asks this broker to create the topic's logs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Coroutine, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
 from broker.dynamic_config import DynamicBrokerConfig
 from server_common.scram import CredentialCache
-from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
 from storage.errors import InvalidConfigError
 from storage.log_manager import LogManager
 from zk import znodes
+from zk.change_notifications import ChangeNotifications, WatchTasks
 from zk.user_configs import USER_ENTITY, UserConfigs, desanitize
 
 log = logging.getLogger(__name__)
-
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-
-
-def _sequence(child: str) -> int:
-    return int(child[len(znodes.CONFIG_CHANGE_PREFIX) :])
 
 
 class ConfigChangeListener:
@@ -49,9 +41,11 @@ class ConfigChangeListener:
         self.dynamic = dynamic
         self.log_manager = log_manager
         self.topic_overrides: dict[str, dict[str, str]] = {}
-        self._last_change = -1
         self._lock = asyncio.Lock()  # one change at a time, in sequence order
-        self._tasks: set[asyncio.Task] = set()
+        self._changes = ChangeNotifications(
+            admin_zk.zk, znodes.CONFIG_CHANGES, znodes.CONFIG_CHANGE_PREFIX, self._on_change, lock=self._lock
+        )
+        self._tasks = WatchTasks("applying a config change", log)
         # SCRAM credentials (users/<user> entity configs; Kafka's UserConfigHandler updating the
         # CredentialProvider), set by the server before start(): loaded there, then kept current.
         self.credentials: CredentialCache | None = None
@@ -59,9 +53,8 @@ class ConfigChangeListener:
     async def start(self) -> None:
         """Loads every override, applies them, then follows the changes."""
         zk = self.admin_zk.zk
-        pending = [c for c in await zk.get_children(znodes.CONFIG_CHANGES) or [] if self._is_change(c)]
         # What is announced now is in the state read below; later changes are the watch's.
-        self._last_change = max(map(_sequence, pending), default=-1)
+        await self._changes.note_existing()
         await self._load_broker_overrides()
         if self.credentials is not None:
             self.credentials.load(await UserConfigs(zk).all_user_configs())
@@ -69,10 +62,10 @@ class ConfigChangeListener:
             self.topic_overrides[topic] = await self.admin_zk.entity_config(TOPIC_ENTITY, topic)
         self.apply_broker_overrides()
         zk.watch_children(znodes.CONFIG_TOPICS, self._on_topic_configs)
-        zk.watch_children(znodes.CONFIG_CHANGES, self._on_changes)
+        self._changes.follow(self._tasks)
 
     async def shutdown(self) -> None:
-        await cancel_and_wait(self._tasks)
+        await self._tasks.shutdown()
 
     # -- applying -------------------------------------------------------------------------------
 
@@ -106,59 +99,20 @@ class ConfigChangeListener:
 
     # -- watches --------------------------------------------------------------------------------
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("applying a config change failed", exc_info=task.exception())
-
     def _on_topic_configs(self, children: list[str]) -> None:
         new = [t for t in children if t not in self.topic_overrides]
         for topic in set(self.topic_overrides) - set(children):
             del self.topic_overrides[topic]  # the topic was deleted
         if new:
-            self._spawn(self._load_topics(new))
+            self._tasks.spawn(self._load_topics(new))
 
     async def _load_topics(self, topics: list[str]) -> None:
         async with self._lock:
             for topic in topics:
                 self.apply_topic(topic, await self.admin_zk.entity_config(TOPIC_ENTITY, topic))
 
-    def _on_changes(self, children: list[str]) -> None:
-        if any(self._is_change(c) and _sequence(c) > self._last_change for c in children):
-            self._spawn(self._process_changes())
-
-    @staticmethod
-    def _is_change(child: str) -> bool:
-        return (
-            child.startswith(znodes.CONFIG_CHANGE_PREFIX)
-            and child[len(znodes.CONFIG_CHANGE_PREFIX) :].isdigit()
-        )
-
-    async def _process_changes(self) -> None:
-        zk = self.admin_zk.zk
-        async with self._lock:
-            children = sorted(
-                (c for c in await zk.get_children(znodes.CONFIG_CHANGES) or [] if self._is_change(c)),
-                key=_sequence,
-            )
-            now = time.time() * 1000
-            for child in children:
-                path = f"{znodes.CONFIG_CHANGES}/{child}"
-                if _sequence(child) > self._last_change:
-                    found = await zk.get(path)
-                    if found is not None:
-                        await self._apply_change(*znodes.decode_config_change(found[0]))
-                    self._last_change = _sequence(child)
-                    stat = found[1] if found else None
-                else:
-                    stat = await zk.exists(path)
-                if stat is not None and now - stat.ctime > CHANGE_EXPIRATION_MS:
-                    await zk.delete(path)
+    async def _on_change(self, path: str, data: bytes) -> None:
+        await self._apply_change(*znodes.decode_config_change(data))
 
     async def _apply_change(self, entity_type: str, name: str) -> None:
         if entity_type == TOPIC_ENTITY:

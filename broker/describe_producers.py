@@ -12,9 +12,7 @@ check of its name): else its partitions are TOPIC_AUTHORIZATION_FAILED, as in Ka
 
 from __future__ import annotations
 
-from broker.authorization import ALLOW_ALL, Authorization
-from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
+from broker.replica_apis import ReplicaApis
 from network.request_channel import Request
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import DescribeProducersRequest, DescribeProducersResponse
@@ -22,18 +20,7 @@ from protocol.topic import topic_name_error
 from server_common.acls import AclOperation, ResourceType
 
 
-class DescribeProducers:
-    def __init__(
-        self,
-        metadata_cache: MetadataCache,
-        replica_manager: ReplicaManager,
-        *,
-        authorization: Authorization = ALLOW_ALL,
-    ) -> None:
-        self.authorization = authorization
-        self.metadata_cache = metadata_cache
-        self.replica_manager = replica_manager
-
+class DescribeProducers(ReplicaApis):
     def partition_state(self, topic: str, index: int) -> DescribeProducersResponse.PartitionResponse:
         response = DescribeProducersResponse.PartitionResponse(
             partition_index=index, error_code=ErrorCode.NONE, active_producers=[]

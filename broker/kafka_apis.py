@@ -517,11 +517,9 @@ class KafkaApis:
         if authorization.enabled and not authorization.authorize(
             request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False
         ):
-            names = [t.topic for t in body.topics]
-            allowed = authorization.filter_authorized(
-                request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            denied = authorization.filter_unauthorized(
+                request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.topic for t in body.topics)
             )
-            denied = {n for n in names if n not in allowed}
         return OffsetForLeaderEpochResponse(
             throttle_time_ms=0,
             topics=[

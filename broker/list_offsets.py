@@ -24,10 +24,8 @@ import logging
 import time
 from typing import Any
 
-from broker.authorization import ALLOW_ALL, Authorization
-from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED, Partition
-from broker.replica_manager import ReplicaManager
+from broker.replica_apis import ReplicaApis
 from network.request_channel import Request
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -88,18 +86,7 @@ def legacy_offsets_before(lg: Log, timestamp: int, max_num_offsets: int, now_ms:
     return sorted((entries[index - j][0] for j in range(count)), reverse=True)
 
 
-class ListOffsetsApis:
-    def __init__(
-        self,
-        metadata_cache: MetadataCache,
-        replica_manager: ReplicaManager,
-        *,
-        authorization: Authorization = ALLOW_ALL,
-    ) -> None:
-        self.metadata_cache = metadata_cache
-        self.replica_manager = replica_manager
-        self.authorization = authorization
-
+class ListOffsetsApis(ReplicaApis):
     def handlers(self) -> dict[int, Any]:
         """api key -> handler, merged into KafkaApis."""
         return {ApiKey.LIST_OFFSETS: self.handle_list_offsets}
@@ -226,13 +213,9 @@ class ListOffsetsApis:
         version = request.version
         topics = []
         topic_response = ListOffsetsResponse.ListOffsetsTopicResponse
-        denied: set[str] = set()
-        if self.authorization.enabled:
-            names = [t.name for t in body.topics]
-            allowed = self.authorization.filter_authorized(
-                request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
-            )
-            denied = {n for n in names if n not in allowed}
+        denied = self.authorization.filter_unauthorized(
+            request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics)
+        )
         if version == 0:
             for t in body.topics:
                 if t.name in denied:

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from broker.authorization import ALLOW_ALL, Authorization
 from broker.metadata_cache import MetadataCache
 from broker.refusals import log_partition_refusals
+from broker.replica_apis import ReplicaApis
 from broker.replica_manager import ProduceResults, ReplicaManager
 from network.handler_pool import Parked, park
 from network.request_channel import Request
@@ -113,7 +114,7 @@ def _validate_off_loop(
     return refused, rebuilt
 
 
-class ProduceApis:
+class ProduceApis(ReplicaApis):
     def __init__(
         self,
         metadata_cache: MetadataCache,
@@ -121,9 +122,7 @@ class ProduceApis:
         *,
         authorization: Authorization = ALLOW_ALL,
     ) -> None:
-        self.metadata_cache = metadata_cache
-        self.replica_manager = replica_manager
-        self.authorization = authorization
+        super().__init__(metadata_cache, replica_manager, authorization=authorization)
         # Per connection, the append of a Produce still waiting for transaction verification: the
         # connection's later Produces append after it, as a Kafka connection's requests are handled in
         # order (Samsa reads a connection's next request while a response is parked).
@@ -232,9 +231,9 @@ class ProduceApis:
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 description(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
             )
-        names = [t.name for t in body.topic_data]
-        allowed = authorization.filter_authorized(request, AclOperation.WRITE, ResourceType.TOPIC, names)
-        return {n for n in names if n not in allowed}
+        return authorization.filter_unauthorized(
+            request, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data)
+        )
 
     def _refuse_all(self, request: Request, body: ProduceRequest, refusal: Refusal) -> Message | None:
         """Every partition refused with ``refusal`` (Kafka's ProduceRequest.getErrorResponse), logged; an

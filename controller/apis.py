@@ -40,13 +40,12 @@ from protocol.messages import (
     ListPartitionReassignmentsResponse,
     Message,
 )
+from server_common.acl_authorizer import log_audit
 from server_common.acls import CLUSTER_NAME, AclOperation, Action, Authorizer, ResourceType
 from server_common.principal import KafkaPrincipal
 from zk.znodes import PartitionState
 
 log = logging.getLogger(__name__)
-# Kafka's kafka.authorizer.logger, which the ACL authorizer logs its decisions to.
-authorizer_log = logging.getLogger("kafka.authorizer.logger")
 
 # What any peer may send: ApiVersions before anything else, the SASL exchange that authenticates it.
 _UNGATED = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -112,14 +111,15 @@ class ControllerApis:
             return self._authorizer.authorize(principal, request.client_ip, [_CLUSTER_ACTION])[0]
         if not self._super_users or principal in self._super_users:
             return True
-        authorizer_log.info(
-            "Principal = %s is Denied Operation = ClusterAction from host = %s on resource = "
-            "Cluster:LITERAL:%s for request = %s with resourceRefCount = 1 (not one of super.users; no "
-            "authorizer)",
+        log_audit(
             principal,
             request.client_ip,
-            CLUSTER_NAME,
-            request.api.name,
+            _CLUSTER_ACTION,
+            False,
+            detail=(
+                f" for request = {request.api.name} with resourceRefCount = 1 (not one of super.users; "
+                "no authorizer)"
+            ),
         )
         return False
 

@@ -160,26 +160,23 @@ class NetworkClient:
         where = f"{self.host}:{self.port}"
         try:
             client = sasl_client(mechanism, username, password)
-            assert _SASL_HANDSHAKE is not None and _SASL_AUTHENTICATE is not None
-            handshake = await self._request(
-                _SASL_HANDSHAKE, _SASL_VERSION, SaslHandshakeRequest(mechanism=mechanism)
+            await self._sasl_request(
+                _SASL_HANDSHAKE,
+                SaslHandshakeRequest(mechanism=mechanism),
+                f"SASL handshake with {where}",
+                lambda handshake: (
+                    f"it enables {', '.join(handshake.mechanisms) or 'no mechanism'}, not {mechanism}"
+                ),
             )
-            if handshake.error_code != ErrorCode.NONE:
-                raise SaslAuthenticationError(
-                    f"SASL handshake with {where} failed ({ErrorCode(handshake.error_code).name}): it "
-                    f"enables {', '.join(handshake.mechanisms) or 'no mechanism'}, not {mechanism}"
-                )
             token: bytes | None = client.initial_response()
             while True:
                 assert token is not None
-                response = await self._request(
-                    _SASL_AUTHENTICATE, _SASL_VERSION, SaslAuthenticateRequest(auth_bytes=token)
+                response = await self._sasl_request(
+                    _SASL_AUTHENTICATE,
+                    SaslAuthenticateRequest(auth_bytes=token),
+                    f"SASL {mechanism} authentication of {username!r} with {where}",
+                    lambda refused: str(refused.error_message),
                 )
-                if response.error_code != ErrorCode.NONE:
-                    raise SaslAuthenticationError(
-                        f"SASL {mechanism} authentication of {username!r} with {where} failed "
-                        f"({ErrorCode(response.error_code).name}): {response.error_message}"
-                    )
                 token = client.evaluate_challenge(response.auth_bytes)
                 if client.complete:
                     break
@@ -196,6 +193,19 @@ class NetworkClient:
         self._reauthenticate_at = None
         if lifetime_ms > 0:
             self._reauthenticate_at = time.monotonic() + lifetime_ms / 1000 * random.uniform(*_REAUTH_WINDOW)
+
+    async def _sasl_request(
+        self, sasl_api: Api | None, body: Message, what: str, why: Callable[[Any], str]
+    ) -> Any:
+        """One request of the SASL exchange; SaslAuthenticationError ``<what> failed (<error>):
+        <why(response)>`` when the response carries an error."""
+        assert sasl_api is not None
+        response = await self._request(sasl_api, _SASL_VERSION, body)
+        if response.error_code != ErrorCode.NONE:
+            raise SaslAuthenticationError(
+                f"{what} failed ({ErrorCode(response.error_code).name}): {why(response)}"
+            )
+        return response
 
     async def _reauthenticate(self) -> None:
         """KIP-368: once the requests in flight are answered, the exchange again on this connection."""

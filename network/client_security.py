@@ -20,45 +20,27 @@ PlainLoginModule's or ScramLoginModule's ``username``/``password`` options). lib
 
 from __future__ import annotations
 
-import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from network.ssl_context import SslSettings, client_context, unverified_client_context
+from network.jaas import JaasError, parse_single_entry
+from network.ssl_context import SSL_SETTINGS, SslSettings, client_context, read_setting_file
 from server_common.config import SECURITY_PROTOCOLS, ConfigError
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-# One JAAS login module entry: <class> <flag> <key>=<value>... ;  (values quoted or bare)
-_JAAS_ENTRY = re.compile(r"^\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\s*(.*?)\s*;\s*$", re.S)
-_JAAS_OPTION = re.compile(r'\s*([\w.\-]+)\s*=\s*("(?:\\.|[^"\\])*"|[^\s;"]+)')
-
 
 def jaas_options(text: str, setting: str = "sasl.jaas.config") -> tuple[str, dict[str, str]]:
-    """The login module and options of one JAAS entry:
-    ``org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";``."""
-    m = _JAAS_ENTRY.match(text)
-    if m is None:
-        raise ConfigError(
-            f"{setting} is not a JAAS login module entry of the form "
-            "'<LoginModule class> required <option>=\"<value>\" ...;'"
-        )
-    options: dict[str, str] = {}
-    rest = m.group(3)
-    pos = 0
-    while pos < len(rest):
-        option = _JAAS_OPTION.match(rest, pos)
-        if option is None:
-            raise ConfigError(f"{setting}: cannot read the options of the JAAS entry")
-        value = option.group(2)
-        if value.startswith('"'):
-            value = re.sub(r"\\(.)", r"\1", value[1:-1])
-        options[option.group(1)] = value
-        pos = option.end()
-    return m.group(1), options
+    """The login module and options of the one JAAS entry of ``setting``, read as Kafka reads it
+    (``network.jaas``): ``org.apache.kafka.common.security.scram.ScramLoginModule required
+    username="a" password="b";``. ConfigError naming ``setting`` when it does not parse."""
+    try:
+        entry = parse_single_entry(text)
+    except JaasError as e:
+        raise ConfigError(f"{setting} is invalid: {e}") from None
+    return entry.login_module, dict(entry.options)
 
 
 @dataclass(frozen=True)
@@ -182,24 +164,8 @@ def _client_ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
     def get(name: str) -> str | None:
         return props.get(name) or None
 
-    values: dict[str, Any] = {}
-    for name in (
-        "ssl.keystore.type",
-        "ssl.keystore.location",
-        "ssl.keystore.password",
-        "ssl.key.password",
-        "ssl.keystore.key",
-        "ssl.keystore.certificate.chain",
-        "ssl.truststore.type",
-        "ssl.truststore.location",
-        "ssl.truststore.password",
-        "ssl.truststore.certificates",
-        "ssl.protocol",
-        "ssl.enabled.protocols",
-        "ssl.cipher.suites",
-        "ssl.endpoint.identification.algorithm",
-    ):
-        values[name] = get(name)
+    # Kafka's client TLS settings: a server's, but for ssl.client.auth.
+    values: dict[str, Any] = {name: get(name) for name in SSL_SETTINGS if name != "ssl.client.auth"}
     names: dict[str, str] = {}
     # librdkafka: a PEM CA file, PEM certificate + key files, a PKCS#12 key store.
     if get("ssl.ca.location") and not values["ssl.truststore.location"]:
@@ -209,10 +175,10 @@ def _client_ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
     if get("ssl.certificate.location") or get("ssl.key.location"):
         if not (get("ssl.certificate.location") and get("ssl.key.location")):
             raise ConfigError("ssl.certificate.location and ssl.key.location must be given together")
-        values["ssl.keystore.certificate.chain"] = _read_text(
+        values["ssl.keystore.certificate.chain"] = read_setting_file(
             props["ssl.certificate.location"], "ssl.certificate.location"
-        )
-        values["ssl.keystore.key"] = _read_text(props["ssl.key.location"], "ssl.key.location")
+        ).decode()
+        values["ssl.keystore.key"] = read_setting_file(props["ssl.key.location"], "ssl.key.location").decode()
         values["ssl.keystore.type"] = "PEM"
         names["ssl.keystore.key"] = "ssl.key.location"
         names["ssl.keystore.certificate.chain"] = "ssl.certificate.location"
@@ -227,13 +193,4 @@ def _client_ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
     verification = props.get("enable.ssl.certificate.verification", "true").lower()
     if verification not in ("true", "false"):
         raise ConfigError(f"enable.ssl.certificate.verification={verification!r}: expected true or false")
-    if verification == "false":
-        return unverified_client_context(settings)
-    return client_context(settings)
-
-
-def _read_text(path: str, setting: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(f"{setting}={path!r} cannot be read: {e.strerror or e}") from None
+    return client_context(settings, verify=verification == "true")

@@ -37,18 +37,11 @@ import binascii
 import hmac
 import logging
 import re
-import secrets
 from collections.abc import Mapping
 from typing import Protocol
 
-from server_common.scram import (
-    MECHANISMS as SCRAM_MECHANISMS,
-)
-from server_common.scram import (
-    ScramCredential,
-    ScramCredentialLookup,
-    ScramMechanism,
-)
+from server_common.scram import MECHANISMS as SCRAM_MECHANISMS
+from server_common.scram import ScramCredential, ScramCredentialLookup, ScramMechanism, secure_random_string
 
 log = logging.getLogger(__name__)
 
@@ -181,24 +174,24 @@ def scram_saslname(username: str) -> str:
     return username.replace("=", "=3D").replace(",", "=2C")
 
 
-def random_nonce() -> str:
-    """Kafka's ``ScramFormatter.secureRandomString``: a random 130-bit number in base 36."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if n == 0:
-            return out
-
-
 def _extensions(text: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for item in text.split(",")[1:] if text else []:
         key, _, value = item.partition("=")
         found[key] = value
     return found
+
+
+def _client_message(token: bytes, grammar: re.Pattern[str], which: str) -> tuple[str, re.Match[str]]:
+    """A SCRAM client message (``which``: first or final) read by its grammar; SaslFailure otherwise."""
+    try:
+        text = token.decode("ascii")
+    except UnicodeDecodeError:
+        raise SaslFailure(f"Invalid SCRAM client {which} message format: not ASCII") from None
+    m = grammar.fullmatch(text)
+    if m is None:
+        raise SaslFailure(f"Invalid SCRAM client {which} message format")
+    return text, m
 
 
 def _b64(data: bytes) -> str:
@@ -222,7 +215,7 @@ class ScramServer:
         self.mechanism = mechanism
         self._scram: ScramMechanism = SCRAM_MECHANISMS[mechanism]
         self._credentials = credentials
-        self._server_nonce = server_nonce or random_nonce()
+        self._server_nonce = server_nonce or secure_random_string()
         self.complete = False
         self.authorization_id: str | None = None
         self._stage = 0  # 0: expects client-first, 1: client-final, 2: done or failed
@@ -246,13 +239,7 @@ class ScramServer:
         raise SaslFailure(f"Unexpected challenge in Sasl server state for {self.mechanism}")
 
     async def _client_first(self, token: bytes) -> bytes:
-        try:
-            text = token.decode("ascii")
-        except UnicodeDecodeError:
-            raise SaslFailure("Invalid SCRAM client first message format: not ASCII") from None
-        m = _CLIENT_FIRST.fullmatch(text)
-        if m is None:
-            raise SaslFailure("Invalid SCRAM client first message format")
+        text, m = _client_message(token, _CLIENT_FIRST, "first")
         username = scram_username(m["saslname"])
         extensions = _extensions(m["extensions"])
         if extensions.get(TOKEN_AUTH_EXTENSION, "false").lower() == "true":
@@ -298,13 +285,7 @@ class ScramServer:
         credential = self._credential
         assert credential is not None
         self._credential = None  # Kafka's clearCredentials: whatever happens next
-        try:
-            text = token.decode("ascii")
-        except UnicodeDecodeError:
-            raise SaslFailure("Invalid SCRAM client final message format: not ASCII") from None
-        m = _CLIENT_FINAL.fullmatch(text)
-        if m is None:
-            raise SaslFailure("Invalid SCRAM client final message format")
+        _, m = _client_message(token, _CLIENT_FINAL, "final")
         # Kafka checks that the nonce *ends with* the combined nonce, not that it equals it: librdkafka
         # before 2.2 (Debian's kcat) sends its own nonce followed by the combined one, and signs that.
         if not m["nonce"].endswith(self._nonce):
@@ -343,7 +324,7 @@ class ScramClient:
         self._scram: ScramMechanism = SCRAM_MECHANISMS[mechanism]
         self._username = username
         self._password = password
-        self._client_nonce = client_nonce or random_nonce()
+        self._client_nonce = client_nonce or secure_random_string()
         self._client_first_bare = f"n={scram_saslname(username)},r={self._client_nonce}"
         self._stage = 0
         self._server_signature = b""
@@ -371,9 +352,7 @@ class ScramClient:
                 )
             scram = self._scram
             salted = scram.salted_password(self._password, base64.b64decode(m["salt"]), iterations)
-            client_key = scram.hmac(salted, b"Client Key")
-            stored_key = scram.hash(client_key)
-            server_key = scram.hmac(salted, b"Server Key")
+            client_key, stored_key, server_key = scram.derive_keys(salted)
             without_proof = f"c={_b64(b'n,,')},r={nonce}"
             auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
             proof = _xor(client_key, scram.hmac(stored_key, auth_message))

@@ -187,7 +187,8 @@ class _SecretWords:
         return password.encode() if password else None
 
 
-def _read(path: str, setting: str) -> bytes:
+def read_setting_file(path: str, setting: str) -> bytes:
+    """The bytes of the file a setting names; ConfigError naming the setting when it cannot be read."""
     try:
         return Path(path).read_bytes()
     except OSError as e:
@@ -234,7 +235,7 @@ def _load_key_store(ctx: ssl.SSLContext, s: SslSettings) -> None:
     else:
         assert s.keystore_location is not None
         location = s.name_of("ssl.keystore.location")
-        data = _read(s.keystore_location, location)
+        data = read_setting_file(s.keystore_location, location)
         if kind == "PEM":
             key = _pem_key(data, s.key_password, location, s)
             chain = _pem_certs(data, location)
@@ -304,7 +305,7 @@ def _load_trust_store(ctx: ssl.SSLContext, s: SslSettings, purpose: ssl.Purpose)
         certs = _pem_certs(s.truststore_certificates.encode(), s.name_of("ssl.truststore.certificates"))
     elif s.truststore_location:
         location = s.name_of("ssl.truststore.location")
-        data = _read(s.truststore_location, location)
+        data = read_setting_file(s.truststore_location, location)
         if s.truststore_type == "PEM" or data.lstrip().startswith(b"-----BEGIN"):
             certs = _pem_certs(data, location)
         else:
@@ -388,34 +389,26 @@ def server_context(s: SslSettings) -> ssl.SSLContext:
     return ctx
 
 
-def client_context(s: SslSettings) -> ssl.SSLContext:
+def client_context(s: SslSettings, *, verify: bool = True) -> ssl.SSLContext:
     """The SSLContext of a client: the trust store, a key store for mutual TLS when given, and host
-    name verification when ``ssl.endpoint.identification.algorithm`` is https."""
+    name verification when ``ssl.endpoint.identification.algorithm`` is https. ``verify=False``
+    (librdkafka's ``enable.ssl.certificate.verification=false``): the server is not verified, and
+    no trust store is read."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    algorithm = s.endpoint_identification_algorithm.strip().lower()
-    if algorithm not in ("https", ""):
-        raise ConfigError(
-            f"{s.name_of('ssl.endpoint.identification.algorithm')}={s.endpoint_identification_algorithm!r}: "
-            "expected https or empty"
-        )
-    ctx.check_hostname = algorithm == "https"
-    ctx.verify_mode = ssl.CERT_REQUIRED
+    if verify:
+        algorithm = s.endpoint_identification_algorithm.strip().lower()
+        if algorithm not in ("https", ""):
+            setting = s.name_of("ssl.endpoint.identification.algorithm")
+            raise ConfigError(f"{setting}={s.endpoint_identification_algorithm!r}: expected https or empty")
+        ctx.check_hostname = algorithm == "https"
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
     _versions(ctx, s)
     _ciphers(ctx, s)
-    _load_trust_store(ctx, s, ssl.Purpose.SERVER_AUTH)
-    if s.has_key_store:
-        _load_key_store(ctx, s)
-    return ctx
-
-
-def unverified_client_context(s: SslSettings) -> ssl.SSLContext:
-    """A client context that does not verify the server (librdkafka's
-    ``enable.ssl.certificate.verification=false``)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    _versions(ctx, s)
-    _ciphers(ctx, s)
+    if verify:
+        _load_trust_store(ctx, s, ssl.Purpose.SERVER_AUTH)
     if s.has_key_store:
         _load_key_store(ctx, s)
     return ctx

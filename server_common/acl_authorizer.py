@@ -103,6 +103,38 @@ def permission_type_name(permission: AclPermissionType) -> str:
     return _pascal(permission.name)
 
 
+def log_audit(
+    principal: KafkaPrincipal,
+    host: str,
+    action: Action,
+    authorized: bool,
+    pattern_type: PatternType = PatternType.LITERAL,
+    detail: str = "",
+) -> None:
+    """Kafka's logAuditMessage on ``kafka.authorizer.logger``: explicit denials at INFO, grants at
+    DEBUG, the rest at TRACE; ``detail`` is appended to the line."""
+    if authorized:
+        level = logging.DEBUG if action.log_if_allowed else TRACE
+    else:
+        level = logging.INFO if action.log_if_denied else TRACE
+    if not authorizer_log.isEnabledFor(level):
+        return
+    authorizer_log.log(
+        level,
+        "Principal = %s is %s Operation = %s from host = %s on resource = %s%s%s%s%s%s",
+        principal,
+        "Allowed" if authorized else "Denied",
+        operation_name(action.operation),
+        host,
+        resource_type_name(action.resource_type),
+        RESOURCE_SEPARATOR,
+        pattern_type.name,
+        RESOURCE_SEPARATOR,
+        action.name,
+        detail,
+    )
+
+
 def _from_name(enum: Any, name: str) -> Any:
     """Kafka's valueFromMap: PascalCase or upper case (``TransactionalId``, ``TRANSACTIONALID``,
     ``TRANSACTIONAL_ID``); UNKNOWN when neither."""
@@ -649,7 +681,7 @@ class AclAuthorizer:
 
     def _authorize_action(self, principal: KafkaPrincipal, host: str, action: Action) -> bool:
         authorized = self._is_super_user(principal) or self._acls_allow_access(principal, host, action)
-        self._log_audit(principal, host, action, authorized)
+        log_audit(principal, host, action, authorized)
         return authorized
 
     def _acls_allow_access(self, principal: KafkaPrincipal, host: str, action: Action) -> bool:
@@ -687,35 +719,6 @@ class AclAuthorizer:
                 acl.describe(),
             )
 
-    def _log_audit(
-        self,
-        principal: KafkaPrincipal,
-        host: str,
-        action: Action,
-        authorized: bool,
-        pattern_type: PatternType = PatternType.LITERAL,
-    ) -> None:
-        """Kafka's logAuditMessage: explicit denials at INFO, grants at DEBUG, the rest at TRACE."""
-        if authorized:
-            level = logging.DEBUG if action.log_if_allowed else TRACE
-        else:
-            level = logging.INFO if action.log_if_denied else TRACE
-        if not authorizer_log.isEnabledFor(level):
-            return
-        authorizer_log.log(
-            level,
-            "Principal = %s is %s Operation = %s from host = %s on resource = %s%s%s%s%s",
-            principal,
-            "Allowed" if authorized else "Denied",
-            operation_name(action.operation),
-            host,
-            resource_type_name(action.resource_type),
-            RESOURCE_SEPARATOR,
-            pattern_type.name,
-            RESOURCE_SEPARATOR,
-            action.name,
-        )
-
     def authorize_by_resource_type(
         self, principal: KafkaPrincipal, host: str, operation: AclOperation, resource_type: ResourceType
     ) -> bool:
@@ -735,7 +738,7 @@ class AclAuthorizer:
         action = Action(operation, resource_type, "NONE", log_if_allowed=True, log_if_denied=True)
 
         def result(authorized: bool) -> bool:
-            self._log_audit(principal, host, action, authorized, PatternType.UNKNOWN)
+            log_audit(principal, host, action, authorized, PatternType.UNKNOWN)
             return authorized
 
         who = str(principal)

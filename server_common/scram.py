@@ -57,6 +57,13 @@ class ScramMechanism:
         """``Hi(Normalize(password), salt, i)`` of RFC 5802: PBKDF2 with this mechanism's HMAC."""
         return hashlib.pbkdf2_hmac(self.hash_name, normalize(password), salt, iterations)
 
+    def derive_keys(self, salted_password: bytes) -> tuple[bytes, bytes, bytes]:
+        """RFC 5802's ``(ClientKey, StoredKey, ServerKey)`` of a salted password: ``ClientKey =
+        HMAC(SaltedPassword, "Client Key")``, ``StoredKey = H(ClientKey)``, ``ServerKey =
+        HMAC(SaltedPassword, "Server Key")`` (the client proves ClientKey; the server keeps the other two)."""
+        client_key = self.hmac(salted_password, b"Client Key")
+        return client_key, self.hash(client_key), self.hmac(salted_password, b"Server Key")
+
 
 MECHANISMS: dict[str, ScramMechanism] = {
     SCRAM_SHA_256: ScramMechanism(SCRAM_SHA_256, 1, "sha256"),
@@ -80,9 +87,9 @@ def normalize(password: str) -> bytes:
     return password.encode("utf-8")
 
 
-def secure_random_salt() -> bytes:
-    """A salt as Kafka's ``ScramFormatter.secureRandomBytes`` makes one: the UTF-8 bytes of a random
-    130-bit number written in base 36 (about 26 characters)."""
+def secure_random_string() -> str:
+    """Kafka's ``ScramFormatter.secureRandomString``: a random 130-bit number written in base 36 (about
+    26 characters). SCRAM's nonces are such strings, and its salts their bytes."""
     n = secrets.randbits(130)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
@@ -90,7 +97,13 @@ def secure_random_salt() -> bytes:
         n, r = divmod(n, 36)
         out = digits[r] + out
         if n == 0:
-            return out.encode()
+            return out
+
+
+def secure_random_salt() -> bytes:
+    """A salt as Kafka's ``ScramFormatter.secureRandomBytes`` makes one: the UTF-8 bytes of a
+    :func:`secure_random_string`."""
+    return secure_random_string().encode()
 
 
 _FIELDS = ("salt", "stored_key", "server_key", "iterations")
@@ -113,9 +126,8 @@ class ScramCredential:
     ) -> ScramCredential:
         """Kafka's ``ScramFormatter.generateCredential(salt, saltedPassword, iterations)``: what
         AlterUserScramCredentials stores from the salt and salted password a client sends."""
-        m = mechanism(mechanism_name)
-        client_key = m.hmac(salted_password, b"Client Key")
-        return cls(salt, m.hash(client_key), m.hmac(salted_password, b"Server Key"), iterations)
+        _, stored_key, server_key = mechanism(mechanism_name).derive_keys(salted_password)
+        return cls(salt, stored_key, server_key, iterations)
 
     @classmethod
     def from_password(

@@ -24,9 +24,9 @@ command: <exception>: <message>`` and the exception line on stdout, exit 1.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from broker.authorization import SUPPORTED_OPERATIONS
 from protocol.api import ApiKey
@@ -55,7 +55,7 @@ from server_common.principal import KafkaPrincipal
 from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 from tools.configs import java_exception
-from tools.usage import UsageError, UsageParser
+from tools.usage import UsageError, UsageParser, run_command
 
 DEPRECATION = (
     "Warning: support for ACL configuration directly through the authorizer is deprecated and will be "
@@ -511,21 +511,22 @@ def removal_filters(
 # -- through the admin APIs --------------------------------------------------------------------------
 
 
-def _describe_request(f: AclBindingFilter) -> DescribeAclsRequest:
+def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """A filter as the fields DescribeAclsRequest and DeleteAclsRequest's filters both carry."""
     pf, ef = f.pattern_filter, f.entry_filter
-    return DescribeAclsRequest(
-        resource_type_filter=pf.resource_type,
-        resource_name_filter=pf.name,
-        pattern_type_filter=pf.pattern_type,
-        principal_filter=ef.principal,
-        host_filter=ef.host,
-        operation=ef.operation,
-        permission_type=ef.permission_type,
-    )
+    return {
+        "resource_type_filter": pf.resource_type,
+        "resource_name_filter": pf.name,
+        "pattern_type_filter": pf.pattern_type,
+        "principal_filter": ef.principal,
+        "host_filter": ef.host,
+        "operation": ef.operation,
+        "permission_type": ef.permission_type,
+    }
 
 
 async def describe_acls(admin: AdminClient, f: AclBindingFilter) -> list[AclBinding]:
-    response = await admin.send(ApiKey.DESCRIBE_ACLS, _describe_request(f))
+    response = await admin.send(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest(**_filter_fields(f)))
     if response.error_code != ErrorCode.NONE:
         raise CommandError(response.error_code, response.error_message)
     return [
@@ -563,18 +564,7 @@ async def create_acls(admin: AdminClient, bindings: list[AclBinding]) -> None:
 
 async def delete_acls(admin: AdminClient, filters: list[AclBindingFilter]) -> None:
     request = DeleteAclsRequest(
-        filters=[
-            DeleteAclsRequest.DeleteAclsFilter(
-                resource_type_filter=f.pattern_filter.resource_type,
-                resource_name_filter=f.pattern_filter.name,
-                pattern_type_filter=f.pattern_filter.pattern_type,
-                principal_filter=f.entry_filter.principal,
-                host_filter=f.entry_filter.host,
-                operation=f.entry_filter.operation,
-                permission_type=f.entry_filter.permission_type,
-            )
-            for f in filters
-        ]
+        filters=[DeleteAclsRequest.DeleteAclsFilter(**_filter_fields(f)) for f in filters]
     )
     response = await admin.send(ApiKey.DELETE_ACLS, request)
     for result in response.filter_results:
@@ -678,18 +668,8 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = _parser()
-    if not argv:
-        parser.print_help(sys.stderr)
-        return 1
     try:
-        args = parser.parse_args(list(argv))
-        check_args(args)
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        parser.print_help(sys.stderr)
-        return 1
+        return run_command(_parser(), argv, check_args, _run, full_help=True)
     except CommandError as e:
         print(f"Error while executing ACL command: {e.java()}")
         print(f"java.util.concurrent.ExecutionException: {e.java()}")
@@ -697,4 +677,3 @@ def main(argv: Sequence[str]) -> int:
     except AdminError as e:
         print(f"Error while executing ACL command: {e}")
         return 1
-    return 0

@@ -26,7 +26,6 @@ the password, and so is the command line repeated after a failed request.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sys
 from collections.abc import Sequence
@@ -47,7 +46,7 @@ from server_common.config import read_properties
 from server_common.scram import MECHANISMS, MECHANISMS_BY_TYPE, ScramCredential, secure_random_salt
 from tools import command_config
 from tools.admin_client import AdminClient, AdminError
-from tools.usage import UsageError, UsageParser
+from tools.usage import CommandLineError, UsageError, UsageParser, run_command
 
 TOPICS, CLIENTS, USERS, BROKERS, IPS = "topics", "clients", "users", "brokers", "ips"
 BROKER_LOGGERS, CLIENT_METRICS, GROUPS = "broker-loggers", "client-metrics", "groups"
@@ -85,10 +84,6 @@ TIMEOUT_MS = 30_000
 # Kafka's split of --add-config: on commas (and then on '=') outside square brackets.
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
 _SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
-
-
-class CommandLineError(Exception):
-    """Kafka's IllegalArgumentException / InvalidConfigurationException: the message alone on stderr."""
 
 
 class CommandError(Exception):
@@ -737,21 +732,8 @@ def _redacted(argv: list[str]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = _parser()
-    if not argv:
-        parser.print_help(sys.stderr)
-        return 1
     try:
-        args = parser.parse_args(argv)
-        check_args(args)
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        parser.print_usage(sys.stderr)
-        return 1
-    except CommandLineError as e:
-        print(e, file=sys.stderr)
-        return 1
+        return run_command(_parser(), argv, check_args, _run)
     except CommandError as e:
         print(f"Error while executing config command with args '{_redacted(argv)}'", file=sys.stderr)
         print(e.java(), file=sys.stderr)
@@ -760,4 +742,3 @@ def main(argv: list[str]) -> int:
         print(f"Error while executing config command with args '{_redacted(argv)}'", file=sys.stderr)
         print(e, file=sys.stderr)
         return 1
-    return 0

@@ -97,16 +97,22 @@ def _key_values(items: list[str], option: str) -> dict[str, str]:
     return props
 
 
+def _client_kwarg(table: ClientProperties, name: str, value: str, where: str = "") -> tuple[str, Any]:
+    """The aiokafka keyword and value of client property ``name`` of ``table`` (``where``: the file)."""
+    keyword, convert = table[name]
+    try:
+        return keyword, convert(value)
+    except ValueError:
+        raise UsageError(f"invalid value {value!r} for {name}{where}") from None
+
+
 def _client_kwargs(props: dict[str, str], table: ClientProperties) -> dict[str, Any]:
     kwargs = {}
     for name, value in props.items():
         if name not in table:
             raise UsageError(f"unsupported client property {name} (supported: {', '.join(sorted(table))})")
-        keyword, convert = table[name]
-        try:
-            kwargs[keyword] = convert(value)
-        except ValueError:
-            raise UsageError(f"invalid value {value!r} for {name}") from None
+        keyword, converted = _client_kwarg(table, name, value)
+        kwargs[keyword] = converted
     return kwargs
 
 
@@ -128,11 +134,8 @@ def _config_file_kwargs(path: str | None, table: ClientProperties) -> dict[str, 
         if name not in table:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
             continue
-        keyword, convert = table[name]
-        try:
-            kwargs[keyword] = convert(value)
-        except ValueError:
-            raise UsageError(f"invalid value {value!r} for {name} in {path}") from None
+        keyword, converted = _client_kwarg(table, name, value, f" in {path}")
+        kwargs[keyword] = converted
     return kwargs
 
 

@@ -13,10 +13,8 @@ kafka-configs.sh, which Samsa does not have.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import builtins
 import re
-import sys
 import uuid
 from typing import Any
 
@@ -33,7 +31,7 @@ from protocol.topic import is_internal
 from tools import command_config
 from tools.admin_client import AdminClient, AdminError
 from tools.topic_filter import topic_filter
-from tools.usage import UsageError, UsageParser
+from tools.usage import CommandLineError, UsageError, UsageParser, run_command
 from zk.znodes import topic_id_string
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
@@ -41,10 +39,6 @@ DEFAULT_CONFIG = 5  # DescribeConfigs ConfigSource.DEFAULT_CONFIG
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 REQUEST_TIMEOUT_MS = 30_000
 ACTIONS = ("create", "list", "alter", "describe", "delete")
-
-
-class CommandLineError(Exception):
-    """Kafka's IllegalArgumentException from the tool: the message alone on stderr."""
 
 
 class CommandError(Exception):
@@ -430,23 +424,10 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = _parser()
-    if not argv:
-        parser.print_help(sys.stderr)
-        print("Create, delete, describe, or change a topic.", file=sys.stderr)
-        return 1
     try:
-        args = parser.parse_args(argv)
-        _check_args(args)
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        parser.print_usage(sys.stderr)
-        return 1
-    except CommandLineError as e:
-        print(e, file=sys.stderr)
-        return 1
+        return run_command(
+            _parser(), argv, _check_args, _run, no_args_text="Create, delete, describe, or change a topic."
+        )
     except (CommandError, AdminError) as e:
         print(f"Error while executing topic command : {e}")
         return 1
-    return 0

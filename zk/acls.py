@@ -9,7 +9,7 @@
   LITERAL pattern: ``TOPIC:name``) or ``/kafka-acl-extended-changes`` (others: JSON ``{"version":1,
   "resourceType":"TOPIC","name":"...","patternType":"PREFIXED"}``). Every broker's ``AclChangeListener``
   follows both and has its authorizer read the named resource again; notifications older than 15
-  minutes are deleted (Kafka's ZkNodeChangeNotificationListener).
+  minutes are deleted (Kafka's ZkNodeChangeNotificationListener: zk/change_notifications.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ import asyncio
 import functools
 import json
 import logging
-import time
-from collections.abc import Coroutine
-from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -41,7 +38,7 @@ from server_common.acl_authorizer import (
 )
 from server_common.acls import PatternType, ResourceType
 from server_common.principal import KafkaPrincipal
-from server_common.tasks import cancel_and_wait
+from zk.change_notifications import CHANGE_EXPIRATION_MS, ChangeNotifications, WatchTasks
 from zk.client import ZkClient
 
 log = logging.getLogger(__name__)
@@ -51,7 +48,6 @@ EXTENDED_ACL_PATH = "/kafka-acl-extended"
 LITERAL_ACL_CHANGES = "/kafka-acl-changes"
 EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 ACL_JSON_VERSION = 1
 CHANGE_EVENT_VERSION = 1
 _LOAD_BATCH = 256  # resource nodes read concurrently while loading
@@ -248,14 +244,6 @@ class ZkAclStore:
 # -- the change listener -----------------------------------------------------------------------------
 
 
-def _is_change(child: str) -> bool:
-    return child.startswith(ACL_CHANGE_PREFIX) and child[len(ACL_CHANGE_PREFIX) :].isdigit()
-
-
-def _sequence(child: str) -> int:
-    return int(child[len(ACL_CHANGE_PREFIX) :])
-
-
 class AclChangeListener:
     """Follows ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``: each new notification makes
     the authorizer read the resource it names again (Kafka's AclChangeSubscription)."""
@@ -263,73 +251,35 @@ class AclChangeListener:
     def __init__(self, zk: ZkClient, authorizer: AclAuthorizer) -> None:
         self.zk = zk
         self.authorizer = authorizer
-        self._last_change = {root: -1 for root in (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)}
-        self._locks = {root: asyncio.Lock() for root in self._last_change}
-        self._tasks: set[asyncio.Task] = set()
+        self._notifications = {
+            root: ChangeNotifications(zk, root, ACL_CHANGE_PREFIX, functools.partial(self._apply, root))
+            for root in (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)
+        }
+        self._tasks = WatchTasks("processing ACL change notifications", log)
 
     async def start(self) -> None:
         """Notes the notifications already there (their changes are in what ``load`` reads), loads the
         authorizer's cache, then follows the later ones."""
-        for root in self._last_change:
-            children = [c for c in await self.zk.get_children(root) or [] if _is_change(c)]
-            self._last_change[root] = max(map(_sequence, children), default=-1)
+        for notifications in self._notifications.values():
+            await notifications.note_existing()
         await self.authorizer.load()
-        for root in self._last_change:
-            self.zk.watch_children(root, functools.partial(self._on_changes, root))
+        for root, notifications in self._notifications.items():
+            notifications.follow(self._tasks, functools.partial(self.process_notifications, root))
 
     async def shutdown(self) -> None:
-        await cancel_and_wait(self._tasks)
-
-    def _on_changes(self, root: str, children: list[str]) -> None:
-        if any(_is_change(c) and _sequence(c) > self._last_change[root] for c in children):
-            self._spawn(self.process_notifications(root))
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("processing ACL change notifications failed", exc_info=task.exception())
+        await self._tasks.shutdown()
 
     async def process_notifications(self, root: str) -> None:
         """Applies the notifications under ``root`` not yet seen, in order, and deletes expired ones."""
-        async with self._locks[root]:
-            children = sorted(
-                (c for c in await self.zk.get_children(root) or [] if _is_change(c)), key=_sequence
-            )
-            if not children:
-                return
-            now = time.time() * 1000
-            for child in children:
-                path = f"{root}/{child}"
-                if _sequence(child) > self._last_change[root]:
-                    found = await self.zk.get(path)
-                    if found is None:
-                        log.warning("read null data from %s", path)
-                    else:
-                        try:
-                            resource = decode_change(root, found[0])
-                        except (ValueError, KeyError, TypeError, AttributeError) as e:
-                            log.error(
-                                "error processing change notification %r from %s: %s", found[0], path, e
-                            )
-                        else:
-                            try:
-                                await self.authorizer.process_acl_change(resource)
-                            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                                log.error(
-                                    "error processing change notification for %s from %s: %s",
-                                    resource,
-                                    path,
-                                    e,
-                                )
-                    self._last_change[root] = _sequence(child)
-                    stat = found[1] if found else None
-                else:
-                    stat = await self.zk.exists(path)
-                if stat is not None and now - stat.ctime > CHANGE_EXPIRATION_MS:
-                    log.debug("Purging change notification %s", path)
-                    await self.zk.delete(path)
+        await self._notifications[root].process(CHANGE_EXPIRATION_MS)
+
+    async def _apply(self, root: str, path: str, data: bytes) -> None:
+        try:
+            resource = decode_change(root, data)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.error("error processing change notification %r from %s: %s", data, path, e)
+            return
+        try:
+            await self.authorizer.process_acl_change(resource)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.error("error processing change notification for %s from %s: %s", resource, path, e)

@@ -4,43 +4,35 @@ and per-filter results, and the requests Kafka refuses by closing the connection
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from broker.acl_apis import AclApis
 from broker.authorization import Authorization
-from protocol.api import ApiKey, api
+from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, Message
 from server_common.acl_authorizer import AccessControlEntry, AclAuthorizer, ResourcePattern
 from server_common.acls import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
 from server_common.principal import KafkaPrincipal
+from tests.support.handler_requests import FakeConnection, handler_request
 
 Op, Perm, RT, PT = AclOperation, AclPermissionType, ResourceType, PatternType
 Creation = CreateAclsRequest.AclCreation
 Filter = DeleteAclsRequest.DeleteAclsFilter
 
 
-class FakeConnection:
-    def __init__(self) -> None:
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
+def request(key: ApiKey, body: Message, version: int = 3, who: str = "admin") -> Any:
+    return handler_request(
+        key, version, body, FakeConnection(KafkaPrincipal("User", who), "10.0.0.9", port=5000)
+    )
 
 
-def request(key: ApiKey, body: object, version: int = 3, who: str = "admin") -> Any:
-    return SimpleNamespace(
-        api=api(key),
-        version=version,
-        body=body,
-        peer="10.0.0.9:5000",
-        client_id="test",
-        principal=KafkaPrincipal("User", who),
-        client_ip="10.0.0.9",
-        connection=FakeConnection(),
+async def create(handlers: AclApis, *creations: Creation, who: str = "admin") -> Any:
+    """The CreateAcls response to ``creations`` asked by ``who``."""
+    return await handlers.handle_create_acls(
+        request(ApiKey.CREATE_ACLS, CreateAclsRequest(creations=list(creations)), who=who)
     )
 
 
@@ -113,18 +105,12 @@ async def test_without_an_authorizer_every_acl_api_answers_security_disabled() -
 
 async def test_create_describe_delete_round_trip() -> None:
     handlers, authorizer = apis()
-    created = await handlers.handle_create_acls(
-        request(
-            ApiKey.CREATE_ACLS,
-            CreateAclsRequest(
-                creations=[
-                    creation("t"),
-                    creation("t", op=Op.WRITE),
-                    creation("pay", pt=PT.PREFIXED),
-                    creation(CLUSTER_NAME, RT.CLUSTER, op=Op.IDEMPOTENT_WRITE),
-                ]
-            ),
-        )
+    created = await create(
+        handlers,
+        creation("t"),
+        creation("t", op=Op.WRITE),
+        creation("pay", pt=PT.PREFIXED),
+        creation(CLUSTER_NAME, RT.CLUSTER, op=Op.IDEMPOTENT_WRITE),
     )
     assert [r.error_code for r in created.results] == [ErrorCode.NONE] * 4
     assert len(authorizer.acls()) == 4
@@ -162,18 +148,12 @@ async def test_create_describe_delete_round_trip() -> None:
 
 async def test_creations_kafka_refuses_one_by_one() -> None:
     handlers, authorizer = apis()
-    created = await handlers.handle_create_acls(
-        request(
-            ApiKey.CREATE_ACLS,
-            CreateAclsRequest(
-                creations=[
-                    creation("other-cluster", RT.CLUSTER, op=Op.ALTER),
-                    creation(""),
-                    creation("a/b"),
-                    creation("fine"),
-                ]
-            ),
-        )
+    created = await create(
+        handlers,
+        creation("other-cluster", RT.CLUSTER, op=Op.ALTER),
+        creation(""),
+        creation("a/b"),
+        creation("fine"),
     )
     assert [(r.error_code, r.error_message) for r in created.results] == [
         (ErrorCode.INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster"),
@@ -186,9 +166,7 @@ async def test_creations_kafka_refuses_one_by_one() -> None:
 
 async def test_a_creation_with_a_filter_only_value_fails_the_whole_request_as_kafka() -> None:
     handlers, authorizer = apis()
-    created = await handlers.handle_create_acls(
-        request(ApiKey.CREATE_ACLS, CreateAclsRequest(creations=[creation("ok"), creation("t", pt=PT.MATCH)]))
-    )
+    created = await create(handlers, creation("ok"), creation("t", pt=PT.MATCH))
     assert [(r.error_code, r.error_message) for r in created.results] == [
         (ErrorCode.UNKNOWN_SERVER_ERROR, None)
     ] * 2
@@ -206,9 +184,7 @@ async def test_the_cluster_resource_gates_each_api() -> None:
     assert described.error_code == denied and described.resources == []
     allowed = await handlers.handle_describe_acls(request(ApiKey.DESCRIBE_ACLS, describe(), who="reader"))
     assert allowed.error_code == ErrorCode.NONE and len(allowed.resources) == 1
-    created = await handlers.handle_create_acls(
-        request(ApiKey.CREATE_ACLS, CreateAclsRequest(creations=[creation(), creation("u")]), who="reader")
-    )
+    created = await create(handlers, creation(), creation("u"), who="reader")
     assert [r.error_code for r in created.results] == [denied, denied]
     deleted = await handlers.handle_delete_acls(
         request(ApiKey.DELETE_ACLS, DeleteAclsRequest(filters=[delete()]), who="reader")

@@ -40,9 +40,8 @@ from coordinator.group_metadata import (
     SyncGroupResult,
 )
 from coordinator.leave_group import LeaveGroupResult
-from network.handler_pool import Parked
 from network.request_channel import Request
-from protocol.api import ApiKey, api
+from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AlterConfigsRequest,
@@ -89,6 +88,7 @@ from server_common.principal import KafkaPrincipal
 from server_common.purgatory import DelayedOperationPurgatory
 from server_common.replica_assignment import BrokerMetadata
 from tests.broker.controller_requests import topic_id_of, update_metadata
+from tests.support.handler_requests import FakeConnection, answer, handler_request
 from zk import znodes
 
 Op, RT = AclOperation, ResourceType
@@ -377,17 +377,12 @@ def build_world(authorization: Authorization) -> World:
 
 
 def request(key: ApiKey, version: int, body: Message, principal: KafkaPrincipal = ALICE) -> Request:
-    definition = api(key)
-    assert definition is not None
-    connection = SimpleNamespace(principal=principal, client_ip=HOST, peer=f"{HOST}:50000", listener="SASL")
-    return Request(connection, definition, version, 1, "test-client", body, 0, version)  # type: ignore[arg-type]
+    connection = FakeConnection(principal, HOST, listener="SASL", port=50000)
+    return handler_request(key, version, body, connection, client_id="test-client")
 
 
 async def call(handler: Callable[[Request], Awaitable[Any]], req: Request) -> Any:
-    result = await handler(req)
-    if isinstance(result, Parked):
-        return await result.response
-    return result
+    return await answer(await handler(req))
 
 
 # -- ACL set-up -----------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from server_common.acls import (
 from server_common.principal import KafkaPrincipal
 from storage.log_manager import LogManager
 from tests.broker.controller_requests import leader_and_isr, stop_replica, update_metadata
+from tests.support.handler_requests import FakeConnection, answer, handler_request
 
 TOPIC = "orders"  # led by broker 1, replicas 1 and 2, in-sync: 1
 OTHER = "audit"  # led by broker 1 alone
@@ -85,18 +86,6 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 
 
 # -- the broker under test --------------------------------------------------------------------------
-
-
-class Connection:
-    def __init__(self, principal: KafkaPrincipal = ALICE, host: str = HOST) -> None:
-        self.peer = f"{host}:5555"
-        self.listener = "PLAINTEXT"
-        self.principal = principal
-        self.client_ip = host
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 @dataclass
@@ -249,20 +238,18 @@ class Broker:
         return self
 
     async def call(
-        self, key: ApiKey, version: int, body: Message, connection: Connection | None = None
+        self, key: ApiKey, version: int, body: Message, connection: FakeConnection | None = None
     ) -> Any:
         """The response to ``body`` (waiting for a parked one), checked to encode and decode at
         ``version``; None when there is none (an acks=0 Produce)."""
-        definition = api(key)
-        assert definition is not None
-        request = Request(connection or Connection(), definition, version, 1, "test", body, 0, version)  # type: ignore[arg-type]
-        handled = await self.handlers[key](request)
-        if isinstance(handled, Parked):
-            handled = await asyncio.wait_for(handled.response, 5)
+        request = handler_request(key, version, body, connection or FakeConnection(ALICE, HOST))
+        handled = await answer(await self.handlers[key](request), 5)
         if handled is None:
             return None
         if key == ApiKey.FETCH:
             return handled  # its records are file regions, sent by sendfile
+        definition = api(key)
+        assert definition is not None
         return definition.response.decode(handled.encode(version), version)
 
 
@@ -873,7 +860,7 @@ async def test_produce_transactional_without_transactional_id_write_refuses_ever
 
 async def test_produce_acks_0_refused_for_transactional_id_closes_the_connection(logs: LogManager) -> None:
     b = await broker_with(logs, authorizer([acl(RT.TOPIC, WILDCARD, Op.WRITE)]))
-    connection = Connection()
+    connection = FakeConnection(ALICE, HOST)
     body = produce([TOPIC], transactional_id=TXN_ID, transactional=True, acks=0)
     assert await b.call(ApiKey.PRODUCE, 9, body, connection) is None
     assert connection.closed

@@ -13,12 +13,12 @@ from storage.log_manager import LogManager
 from tests.broker.controller_requests import leader_and_isr, update_metadata
 from tests.broker.test_produce_record_errors import (
     TOPIC,
-    Connection,
     batch,
     partition_response,
     produce,
     respond,
 )
+from tests.support.handler_requests import FakeConnection
 
 
 async def setup(logs: LogManager) -> tuple[ProduceApis, MetadataCache]:
@@ -69,7 +69,7 @@ async def test_not_leader_carries_the_current_leader_and_its_endpoint_from_v10(l
 
 async def test_the_endpoint_is_the_one_on_the_request_listener(logs: LogManager) -> None:
     apis, _ = await setup(logs)
-    connection = Connection()
+    connection = FakeConnection()
     connection.listener = "SSL"  # type: ignore[misc]
     response = await respond(
         apis, produce({1: batch([b"k"]), 2: batch([b"k"])}, version=11, connection=connection)

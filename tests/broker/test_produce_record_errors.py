@@ -14,31 +14,20 @@ import pytest
 from broker.metadata_cache import BrokerInfo, MetadataCache
 from broker.produce_apis import ProduceApis
 from broker.replica_manager import ReplicaManager
-from network.handler_pool import Parked
 from network.request_channel import Request
 from protocol import record_batch as rb
-from protocol.api import ApiKey, api
+from protocol.api import ApiKey
 from protocol.compression import LZ4, ZSTD
 from protocol.errors import ErrorCode
-from protocol.messages import Message, ProduceRequest, ProduceResponse
+from protocol.messages import ProduceRequest, ProduceResponse
 from storage.config import LogConfig
 from storage.log import Log
 from storage.log_manager import LogManager
 from tests.broker.controller_requests import leader_and_isr, update_metadata
+from tests.support.handler_requests import FakeConnection, answer, handler_request
 
 TOPIC = "events"
 HOUR = 3_600_000
-
-
-class Connection:
-    peer = "10.0.0.7:5555"
-    listener = "PLAINTEXT"
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 async def setup(
@@ -77,7 +66,7 @@ def produce(
     partitions: dict[int, bytes | None],
     version: int = 11,
     acks: int = 1,
-    connection: Connection | None = None,
+    connection: FakeConnection | None = None,
 ) -> Request:
     body = ProduceRequest(
         transactional_id=None,
@@ -95,15 +84,11 @@ def produce(
             )
         ],
     )
-    definition = api(ApiKey.PRODUCE)
-    assert definition is not None
-    return Request(connection or Connection(), definition, version, 1, "test", body, 0, version)  # type: ignore[arg-type]
+    return handler_request(ApiKey.PRODUCE, version, body, connection)
 
 
 async def respond(apis: ProduceApis, request: Request) -> ProduceResponse:
-    response: Message | Parked | None = await apis.handle_produce(request)
-    if isinstance(response, Parked):
-        response = await response.response
+    response = await answer(await apis.handle_produce(request))
     assert isinstance(response, ProduceResponse)
     return response
 
@@ -278,7 +263,7 @@ async def test_record_errors_are_only_on_the_wire_from_v8(logs: LogManager) -> N
 
 async def test_an_acks_0_producer_with_a_keyless_record_is_disconnected(logs: LogManager) -> None:
     apis, manager = await setup(logs, {"cleanup.policy": "compact"})
-    connection = Connection()
+    connection = FakeConnection()
     assert await apis.handle_produce(produce({0: batch([None])}, acks=0, connection=connection)) is None
     assert connection.closed
     assert log_of(manager).log_end_offset == 0

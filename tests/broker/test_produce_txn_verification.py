@@ -18,7 +18,7 @@ from broker.replica_manager import ReplicaManager
 from coordinator.group_metadata_manager import partition_for
 from network.handler_pool import Parked
 from network.request_channel import Request
-from protocol.api import ApiKey, api
+from protocol.api import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messages import (
     AddPartitionsToTxnRequest,
@@ -34,6 +34,7 @@ from storage.log import Log
 from storage.log_manager import LogManager
 from storage.producer_state import AppendOrigin
 from tests.broker.controller_requests import leader_and_isr, update_metadata
+from tests.support.handler_requests import FakeConnection, answer, handler_request
 
 TOPIC = "payments"
 TXN_ID = "checkout-1"
@@ -89,17 +90,6 @@ class FakeCoordinator:
         pass
 
 
-class _Connection:
-    peer = "10.0.0.7:5555"
-    listener = "PLAINTEXT"
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
-
-
 async def setup(
     logs: LogManager, coordinator: FakeCoordinator | None, with_coordinator_partition: bool = True
 ) -> tuple[ProduceApis, ReplicaManager]:
@@ -134,7 +124,7 @@ def txn_batch(seq: int = 0, pid: int = PID, epoch: int = EPOCH, transactional: b
 
 
 def produce(
-    connection: _Connection,
+    connection: FakeConnection,
     partitions: dict[int, bytes],
     transactional_id: str | None = TXN_ID,
     acks: int = 1,
@@ -154,15 +144,12 @@ def produce(
             )
         ],
     )
-    definition = api(ApiKey.PRODUCE)
-    assert definition is not None
-    return Request(connection, definition, version, 1, "test", body, 0, version)  # type: ignore[arg-type]
+    return handler_request(ApiKey.PRODUCE, version, body, connection)
 
 
 async def answered(response: Message | Parked | None) -> dict[int, tuple[int, int]]:
     """{partition: (error, base offset)} of a Produce response, waited for if parked."""
-    if isinstance(response, Parked):
-        response = await response.response
+    response = await answer(response)
     assert isinstance(response, ProduceResponse)
     return {p.index: (p.error_code, p.base_offset) for t in response.responses for p in t.partition_responses}
 
@@ -178,7 +165,7 @@ async def test_a_verified_transactional_batch_is_appended_and_the_next_needs_no_
 ) -> None:
     coordinator = FakeCoordinator()
     apis, manager = await setup(logs, coordinator)
-    connection = _Connection()
+    connection = FakeConnection()
     assert await answered(await apis.handle_produce(produce(connection, {0: txn_batch(0)}))) == {
         0: (ErrorCode.NONE, 0)
     }
@@ -219,7 +206,7 @@ async def test_an_unverified_partition_is_refused_with_kafkas_error(
     coordinator.codes[(TOPIC, 0)] = coordinator_says
     apis, manager = await setup(logs, coordinator)
     result = await answered(
-        await apis.handle_produce(produce(_Connection(), {0: txn_batch(), 1: txn_batch()}))
+        await apis.handle_produce(produce(FakeConnection(), {0: txn_batch(), 1: txn_batch()}))
     )
     assert result == {0: (producer_gets, -1), 1: (ErrorCode.NONE, 0)}
     assert log_of(manager).log_end_offset == 0
@@ -229,7 +216,7 @@ async def test_an_unverified_partition_is_refused_with_kafkas_error(
 async def test_no_coordinator_or_an_unreachable_one_refuses_with_a_retriable_error(logs: LogManager) -> None:
     coordinator = FakeCoordinator()
     apis, manager = await setup(logs, coordinator, with_coordinator_partition=False)
-    response = await apis.handle_produce(produce(_Connection(), {0: txn_batch()}))
+    response = await apis.handle_produce(produce(FakeConnection(), {0: txn_batch()}))
     assert await answered(response) == {0: (ErrorCode.NOT_ENOUGH_REPLICAS, -1)}
     assert response is not None and not isinstance(response, Parked)
     assert "COORDINATOR_NOT_AVAILABLE" in (response.responses[0].partition_responses[0].error_message or "")
@@ -238,7 +225,7 @@ async def test_no_coordinator_or_an_unreachable_one_refuses_with_a_retriable_err
     coordinator = FakeCoordinator()
     coordinator.unreachable = True
     apis, manager = await setup(logs, coordinator)
-    assert await answered(await apis.handle_produce(produce(_Connection(), {0: txn_batch()}))) == {
+    assert await answered(await apis.handle_produce(produce(FakeConnection(), {0: txn_batch()}))) == {
         0: (ErrorCode.NOT_ENOUGH_REPLICAS, -1)
     }
     assert log_of(manager).log_end_offset == 0
@@ -250,7 +237,7 @@ async def test_transactional_batches_without_a_transactional_id_refuse_the_whole
     coordinator = FakeCoordinator()
     apis, manager = await setup(logs, coordinator)
     request = produce(
-        _Connection(), {0: txn_batch(), 1: txn_batch(transactional=False)}, transactional_id=None
+        FakeConnection(), {0: txn_batch(), 1: txn_batch(transactional=False)}, transactional_id=None
     )
     refused = await answered(await apis.handle_produce(request))
     assert refused == {
@@ -259,7 +246,7 @@ async def test_transactional_batches_without_a_transactional_id_refuse_the_whole
     }
     assert log_of(manager, 0).log_end_offset == 0 and log_of(manager, 1).log_end_offset == 0
     assert not coordinator.requests
-    connection = _Connection()
+    connection = FakeConnection()
     assert (
         await apis.handle_produce(produce(connection, {0: txn_batch()}, transactional_id=None, acks=0))
         is None
@@ -269,7 +256,7 @@ async def test_transactional_batches_without_a_transactional_id_refuse_the_whole
 
 async def test_transactional_batches_of_two_producers_are_refused(logs: LogManager) -> None:
     apis, _ = await setup(logs, FakeCoordinator())
-    request = produce(_Connection(), {0: txn_batch(pid=PID), 1: txn_batch(pid=PID + 1)})
+    request = produce(FakeConnection(), {0: txn_batch(pid=PID), 1: txn_batch(pid=PID + 1)})
     assert await answered(await apis.handle_produce(request)) == {
         0: (ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1),
         1: (ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1),
@@ -280,7 +267,7 @@ async def test_a_marker_written_during_verification_fails_the_append(logs: LogMa
     coordinator = FakeCoordinator()
     coordinator.gate = asyncio.Event()
     apis, manager = await setup(logs, coordinator)
-    response = await apis.handle_produce(produce(_Connection(), {0: txn_batch()}))
+    response = await apis.handle_produce(produce(FakeConnection(), {0: txn_batch()}))
     assert isinstance(response, Parked)
     await asyncio.sleep(0)
     # The coordinator aborts the transaction (its timeout, say) and its marker reaches the partition.
@@ -299,10 +286,12 @@ async def test_a_connections_later_produce_waits_behind_one_being_verified(logs:
     coordinator = FakeCoordinator()
     coordinator.gate = asyncio.Event()
     apis, manager = await setup(logs, coordinator)
-    connection = _Connection()
+    connection = FakeConnection()
     first = await apis.handle_produce(produce(connection, {0: txn_batch(0)}))
     second = await apis.handle_produce(produce(connection, {0: txn_batch(1)}))
-    other = await apis.handle_produce(produce(_Connection(), {1: txn_batch(0, pid=77, transactional=False)}))
+    other = await apis.handle_produce(
+        produce(FakeConnection(), {1: txn_batch(0, pid=77, transactional=False)})
+    )
     assert isinstance(first, Parked) and isinstance(second, Parked)
     assert await answered(other) == {1: (ErrorCode.NONE, 0)}  # another connection is not held up
     assert log_of(manager).log_end_offset == 0
@@ -317,7 +306,7 @@ async def test_without_verification_transactional_batches_are_appended_at_once(t
     logs = LogManager([str(tmp_path / "logs")], LogConfig(), transaction_verification_enabled=False)
     try:
         apis, manager = await setup(logs, None)
-        response = await apis.handle_produce(produce(_Connection(), {0: txn_batch()}))
+        response = await apis.handle_produce(produce(FakeConnection(), {0: txn_batch()}))
         assert await answered(response) == {0: (ErrorCode.NONE, 0)}
         assert log_of(manager).first_unstable_offset == 0
     finally:
@@ -328,7 +317,7 @@ async def test_plain_produces_never_ask_the_coordinator(logs: LogManager) -> Non
     coordinator = FakeCoordinator()
     apis, _ = await setup(logs, coordinator)
     idempotent = txn_batch(0, transactional=False)
-    response = await apis.handle_produce(produce(_Connection(), {0: idempotent}, transactional_id=None))
+    response = await apis.handle_produce(produce(FakeConnection(), {0: idempotent}, transactional_id=None))
     assert not isinstance(response, Parked)
     assert await answered(response) == {0: (ErrorCode.NONE, 0)}
     assert not coordinator.requests and not apis._deferred_appends
@@ -367,6 +356,6 @@ async def test_a_coordinators_top_level_error_fails_every_transaction(logs: LogM
     coordinator = FakeCoordinator()
     coordinator.top_level = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     apis, _ = await setup(logs, coordinator)
-    assert await answered(await apis.handle_produce(produce(_Connection(), {0: txn_batch()}))) == {
+    assert await answered(await apis.handle_produce(produce(FakeConnection(), {0: txn_batch()}))) == {
         0: (ErrorCode.INVALID_TXN_STATE, -1)
     }

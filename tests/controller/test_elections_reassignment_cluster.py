@@ -97,7 +97,10 @@ async def _bounce_preferred_leader(zk: ZkClient, one: FakeBroker, two: FakeBroke
     await one.deregister()
     await eventually(lambda: _leader_is(zk, "t", 0, 2))
     await one.register()
-    await eventually(lambda: one.leader_and_isr_states().get(("t", 0)) is not None)
+    # Back once the controller has told it that 2 leads: a state it can only have received after
+    # coming back (a state from before its bounce, leader 1, says nothing of whether the controller has
+    # seen it return, and an ISR naming it would then be INELIGIBLE_REPLICA, as a loaded run showed).
+    await eventually(lambda: getattr(one.leader_and_isr_states().get(("t", 0)), "leader", None) == 2)
 
 
 async def _with_preferred_leader_away(

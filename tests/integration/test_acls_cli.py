@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, chroot, free_port
+from tests.support.cluster import chroot
+from tests.support.secure import SecuredBroker as Secured
+from tests.support.secure import sasl_cluster
 from tools import acls as acls_tool
-from tools.local_cluster import BrokerNode
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -26,21 +27,6 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 admin = pytest.importorskip("confluent_kafka.admin")
 
 ORDERS = "ResourcePattern(resourceType=TOPIC, name=orders, patternType=PREFIXED)"
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_alice="alice-secret" user_bob="bob-secret";'
-)
-
-
-class Secured:
-    def __init__(self, broker: BrokerNode, zookeeper: str, sasl_port: int) -> None:
-        self.broker = broker
-        self.zookeeper = zookeeper
-        self.bootstrap = f"{broker.host}:{broker.port}"
-        self.sasl_bootstrap = f"{broker.host}:{sasl_port}"
-
-    def superuser(self) -> Any:
-        return admin.AdminClient({"bootstrap.servers": self.bootstrap})
 
 
 @pytest.fixture(scope="module")
@@ -48,44 +34,19 @@ def secured(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPath
     """One broker (no controller: the ACL APIs need none) with the authorizer on, a PLAINTEXT listener
     whose anonymous users are super users (the tests' administrator) and a SASL_PLAINTEXT one (PLAIN
     users alice and bob)."""
-    zookeeper = chroot(zookeeper_server)
-    cluster = Cluster(tmp_path_factory.mktemp("acls") / "cluster", zookeeper, brokers=1)
-    cluster.claim_data_dir()
-    broker = cluster.broker(1)
-    sasl_port = free_port()
-    broker.overrides.update(
-        {
-            "listeners": f"PLAINTEXT://{broker.host}:{broker.port},SASL://{broker.host}:{sasl_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.name.sasl.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl.plain.sasl.jaas.config": PLAIN_JAAS,
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "super.users": "User:ANONYMOUS",
-        }
-    )
+    secured = sasl_cluster(tmp_path_factory.mktemp("acls") / "cluster", chroot(zookeeper_server))
+    secured.cluster.claim_data_dir()
     try:
-        broker.start()
-        yield Secured(broker, zookeeper, sasl_port)
+        secured.broker.start()
+        yield secured
     finally:
-        cluster.stop()
+        secured.cluster.stop()
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = acls_tool.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def user_config(secured: Secured, user: str) -> str:
-    """A --command-config file for ``user`` on the SASL listener (PLAIN)."""
-    path = secured.broker.directory / f"{user}.properties"
-    path.write_text(
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="{user}" password="{user}-secret";\n'
-    )
-    return str(path)
 
 
 def may_list_acls(secured: Secured, user: str) -> bool:
@@ -95,7 +56,7 @@ def may_list_acls(secured: Secured, user: str) -> bool:
         "--bootstrap-server",
         secured.sasl_bootstrap,
         "--command-config",
-        user_config(secured, user),
+        secured.command_config(user),
         "--list",
     ]
     with contextlib.redirect_stdout(io.StringIO()) as out:
@@ -171,8 +132,9 @@ def test_acls_are_enforced_as_soon_as_they_are_added(
 ) -> None:
     assert not may_list_acls(secured, "bob")
     # nor change ACLs
+    bob = secured.command_config("bob")
     code, out, _ = run(
-        capsys, "--bootstrap-server", secured.sasl_bootstrap, "--command-config", user_config(secured, "bob"),
+        capsys, "--bootstrap-server", secured.sasl_bootstrap, "--command-config", bob,
         "--add", "--allow-principal", "User:bob", "--cluster", "--operation", "Describe",
     )  # fmt: skip
     assert code == 1
@@ -191,8 +153,9 @@ def test_acls_are_enforced_as_soon_as_they_are_added(
 
 
 def test_confluent_kafka_admin_manages_acls_stored_in_kafkas_layout(secured: Secured) -> None:
-    client = secured.superuser()
-    binding = admin.AclBinding(
+    client = secured.admin()
+    # The ACL, and the filter matching exactly it.
+    fields = (
         admin.ResourceType.GROUP,
         "app",
         admin.ResourcePatternType.LITERAL,
@@ -201,6 +164,7 @@ def test_confluent_kafka_admin_manages_acls_stored_in_kafkas_layout(secured: Sec
         admin.AclOperation.READ,
         admin.AclPermissionType.DENY,
     )
+    binding = admin.AclBinding(*fields)
     for future in client.create_acls([binding], request_timeout=10).values():
         assert future.result() is None
     found = client.describe_acls(
@@ -224,15 +188,7 @@ def test_confluent_kafka_admin_manages_acls_stored_in_kafkas_layout(secured: Sec
             {"principal": "User:alice", "permissionType": "Deny", "operation": "Read", "host": "10.0.0.1"}
         ],
     }
-    exactly = admin.AclBindingFilter(
-        admin.ResourceType.GROUP,
-        "app",
-        admin.ResourcePatternType.LITERAL,
-        "User:alice",
-        "10.0.0.1",
-        admin.AclOperation.READ,
-        admin.AclPermissionType.DENY,
-    )
+    exactly = admin.AclBindingFilter(*fields)
     deleted = client.delete_acls([exactly], request_timeout=10)
     assert [b for f in deleted.values() for b in f.result()] == [binding]
     assert zk.exists("/kafka-acl/Group/app") is None

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, chroot, free_port
+from tests.support.cluster import chroot
+from tests.support.secure import SecuredBroker as Secured
+from tests.support.secure import allow, create_acls, sasl_cluster
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -27,52 +29,7 @@ KafkaError = confluent_kafka.KafkaError
 T, G, C = admin.ResourceType.TOPIC, admin.ResourceType.GROUP, admin.ResourceType.BROKER
 Op = admin.AclOperation
 
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_alice="alice-secret" user_bob="bob-secret";'
-)
 TIMEOUT = 20
-
-
-class Secured:
-    def __init__(self, cluster: Cluster, sasl_port: int) -> None:
-        self.cluster = cluster
-        self.broker = cluster.broker(1)
-        self.sasl_port = sasl_port
-
-    def as_user(self, user: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": f"{self.broker.host}:{self.sasl_port}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": user,
-            "sasl.password": f"{user}-secret",
-            **extra,
-        }
-
-    def admin_as(self, user: str) -> Any:
-        return admin.AdminClient(self.as_user(user))
-
-    def superuser(self) -> dict[str, Any]:
-        return {"bootstrap.servers": f"{self.broker.host}:{self.broker.port}"}
-
-
-def _binding(
-    resource_type: Any,
-    name: str,
-    operation: Any,
-    pattern: Any = None,
-    principal: str = "User:alice",
-) -> Any:
-    return admin.AclBinding(
-        resource_type,
-        name,
-        pattern or admin.ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        operation,
-        admin.AclPermissionType.ALLOW,
-    )
 
 
 def _commit_offsets(secured: Secured, group: str, topic: str) -> None:
@@ -89,39 +46,24 @@ def _commit_offsets(secured: Secured, group: str, topic: str) -> None:
 @pytest.fixture(scope="module")
 def secured(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     workdir = tmp_path_factory.mktemp("authz-admin")
-    cluster = Cluster(workdir / "cluster", chroot(zookeeper_server), brokers=1)
-    broker = cluster.broker(1)
-    sasl_port = free_port()
-    broker.overrides.update(
-        {
-            "listeners": f"PLAINTEXT://{broker.host}:{broker.port},SASL://{broker.host}:{sasl_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.name.sasl.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl.plain.sasl.jaas.config": PLAIN_JAAS,
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            # The cluster's own tools and the controller come in on PLAINTEXT, unauthenticated.
-            "super.users": "User:ANONYMOUS",
-            "group.initial.rebalance.delay.ms": "0",
-        }
+    zookeeper = chroot(zookeeper_server)
+    secured = sasl_cluster(
+        workdir / "cluster", zookeeper, overrides={"group.initial.rebalance.delay.ms": "0"}
     )
-    with cluster:
+    with secured.cluster:
         for topic in ("shared", "secret"):
-            cluster.create_topic(topic, partitions=1)
-        secured = Secured(cluster, sasl_port)
+            secured.cluster.create_topic(topic, partitions=1)
         for group in ("alice-group", "hidden-group"):
             _commit_offsets(secured, group, "shared")
         bindings = [
-            _binding(T, "alice-", Op.CREATE, admin.ResourcePatternType.PREFIXED),
-            _binding(T, "alice-", Op.DELETE, admin.ResourcePatternType.PREFIXED),
-            _binding(T, "alice-", Op.DESCRIBE_CONFIGS, admin.ResourcePatternType.PREFIXED),
-            _binding(T, "shared", Op.DESCRIBE_CONFIGS),
-            _binding(T, "shared", Op.READ),
-            _binding(G, "alice-group", Op.DESCRIBE),
+            allow(T, "alice-", Op.CREATE, admin.ResourcePatternType.PREFIXED),
+            allow(T, "alice-", Op.DELETE, admin.ResourcePatternType.PREFIXED),
+            allow(T, "alice-", Op.DESCRIBE_CONFIGS, admin.ResourcePatternType.PREFIXED),
+            allow(T, "shared", Op.DESCRIBE_CONFIGS),
+            allow(T, "shared", Op.READ),
+            allow(G, "alice-group", Op.DESCRIBE),
         ]
-        client = admin.AdminClient(secured.superuser())
-        for future in client.create_acls(bindings, request_timeout=TIMEOUT).values():
-            future.result()
+        create_acls(secured, bindings, TIMEOUT)
         yield secured
 
 
@@ -135,7 +77,7 @@ def _error_of(future: Any) -> Any:
 
 
 def test_creating_and_deleting_topics_needs_create_and_delete(secured: Secured) -> None:
-    bob, alice = secured.admin_as("bob"), secured.admin_as("alice")
+    bob, alice = secured.admin("bob"), secured.admin("alice")
     name = f"alice-{uuid.uuid4().hex[:8]}"
     [future] = bob.create_topics([admin.NewTopic(name, 1, 1)], request_timeout=TIMEOUT).values()
     assert _error_of(future) == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -151,7 +93,7 @@ def test_creating_and_deleting_topics_needs_create_and_delete(secured: Secured) 
 
 
 def test_describe_configs_needs_describe_configs(secured: Secured) -> None:
-    alice = secured.admin_as("alice")
+    alice = secured.admin("alice")
     resources = [
         admin.ConfigResource(admin.ResourceType.TOPIC, "shared"),
         admin.ConfigResource(admin.ResourceType.TOPIC, "secret"),
@@ -163,7 +105,7 @@ def test_describe_configs_needs_describe_configs(secured: Secured) -> None:
     assert _error_of(secret) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert _error_of(broker) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     # The super user sees the broker's (the client kept: its futures fail once it is gone).
-    superuser = admin.AdminClient(secured.superuser())
+    superuser = secured.admin()
     [future] = superuser.describe_configs(resources[2:], request_timeout=TIMEOUT).values()
     assert "log.retention.ms" in future.result(timeout=TIMEOUT)
 
@@ -181,14 +123,14 @@ def test_list_consumer_groups_shows_only_the_groups_the_user_may_describe(secure
 
 
 def test_describing_or_deleting_a_group_needs_its_acl(secured: Secured) -> None:
-    alice = secured.admin_as("alice")
+    alice = secured.admin("alice")
     futures = alice.describe_consumer_groups(["alice-group", "hidden-group"], request_timeout=TIMEOUT)
     assert futures["alice-group"].result(timeout=TIMEOUT).group_id == "alice-group"
     assert _error_of(futures["hidden-group"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
     [future] = alice.delete_consumer_groups(["hidden-group"], request_timeout=TIMEOUT).values()
     assert _error_of(future) == KafkaError.GROUP_AUTHORIZATION_FAILED
     # Its offsets are still there.
-    superuser = admin.AdminClient(secured.superuser())
+    superuser = secured.admin()
     offsets = superuser.list_consumer_group_offsets(
         [confluent_kafka.ConsumerGroupTopicPartitions("hidden-group")], request_timeout=TIMEOUT
     )
@@ -222,7 +164,7 @@ def test_an_aiokafka_group_member_without_group_read_is_refused(secured: Secured
 
 
 def test_altering_topics_needs_alter_alter_configs_and_delete(secured: Secured) -> None:
-    alice = secured.admin_as("alice")
+    alice = secured.admin("alice")
     entry = admin.ConfigEntry("retention.ms", "1000", incremental_operation=admin.AlterConfigOpType.SET)
     resource = admin.ConfigResource(admin.ResourceType.TOPIC, "shared", incremental_configs=[entry])
     [future] = alice.incremental_alter_configs([resource], request_timeout=TIMEOUT).values()

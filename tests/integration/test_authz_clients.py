@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, chroot, free_port
+from tests.support.cluster import chroot
+from tests.support.secure import SecuredBroker as Secured
+from tests.support.secure import allow, create_acls, sasl_cluster
 from zk.server import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
@@ -26,79 +28,28 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 admin = pytest.importorskip("confluent_kafka.admin")
 KafkaError = confluent_kafka.KafkaError
 
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'user_alice="alice-secret" user_bob="bob-secret";'
-)
-
-
-class Secured:
-    def __init__(self, cluster: Cluster, sasl_port: int) -> None:
-        self.cluster = cluster
-        self.broker = cluster.broker(1)
-        self.sasl_port = sasl_port
-
-    def as_user(self, user: str, **extra: Any) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": f"{self.broker.host}:{self.sasl_port}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.username": user,
-            "sasl.password": f"{user}-secret",
-            **extra,
-        }
-
-    def superuser(self) -> dict[str, Any]:
-        return {"bootstrap.servers": f"{self.broker.host}:{self.broker.port}"}
-
-
-def _allow(resource_type: Any, name: str, operation: Any, principal: str = "User:alice") -> Any:
-    return admin.AclBinding(
-        resource_type,
-        name,
-        admin.ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        operation,
-        admin.AclPermissionType.ALLOW,
-    )
-
 
 @pytest.fixture(scope="module")
 def secured(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     workdir = tmp_path_factory.mktemp("authz")
-    cluster = Cluster(workdir / "cluster", chroot(zookeeper_server), brokers=1)
-    broker = cluster.broker(1)
-    sasl_port = free_port()
-    broker.overrides.update(
-        {
-            "listeners": f"PLAINTEXT://{broker.host}:{broker.port},SASL://{broker.host}:{sasl_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.name.sasl.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl.plain.sasl.jaas.config": PLAIN_JAAS,
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            # The cluster's own tools and the controller come in on PLAINTEXT, unauthenticated.
-            "super.users": "User:ANONYMOUS",
-            "group.initial.rebalance.delay.ms": "0",
-        }
+    zookeeper = chroot(zookeeper_server)
+    secured = sasl_cluster(
+        workdir / "cluster", zookeeper, overrides={"group.initial.rebalance.delay.ms": "0"}
     )
-    with cluster:
+    with secured.cluster:
         for topic in ("granted", "described", "secret"):
-            cluster.create_topic(topic, partitions=1)
-        client = admin.AdminClient(Secured(cluster, sasl_port).superuser())
+            secured.cluster.create_topic(topic, partitions=1)
         T, G, X = admin.ResourceType.TOPIC, admin.ResourceType.GROUP, admin.ResourceType.TRANSACTIONAL_ID
         Op = admin.AclOperation
         bindings = [
-            _allow(T, "granted", Op.WRITE),
-            _allow(T, "granted", Op.READ),
-            _allow(T, "described", Op.DESCRIBE),
-            _allow(G, "alice-group", Op.READ),
-            _allow(X, "alice-tx", Op.WRITE),
+            allow(T, "granted", Op.WRITE),
+            allow(T, "granted", Op.READ),
+            allow(T, "described", Op.DESCRIBE),
+            allow(G, "alice-group", Op.READ),
+            allow(X, "alice-tx", Op.WRITE),
         ]
-        for future in client.create_acls(bindings, request_timeout=20).values():
-            future.result()
-        yield Secured(cluster, sasl_port)
+        create_acls(secured, bindings)
+        yield secured
 
 
 def _delivery_errors(config: dict[str, Any], topic: str, count: int = 3) -> list[Any]:
@@ -138,18 +89,22 @@ def test_metadata_lists_only_the_topics_the_principal_may_describe(secured: Secu
     )
 
 
+def _first_error(consumer: Any) -> Any:
+    """The code of the first error ``consumer`` polls within 30 s (None: none came)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is not None:
+            return message.error().code()
+    return None
+
+
 def test_a_consumer_without_group_read_gets_group_authorization_failed(secured: Secured) -> None:
     config = secured.as_user("alice", **{"group.id": "forbidden-group", "auto.offset.reset": "earliest"})
     consumer = confluent_kafka.Consumer(config)
     try:
         consumer.subscribe(["granted"])
-        deadline = time.monotonic() + 30
-        code = None
-        while code is None and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is not None:
-                code = message.error().code()
-        assert code == KafkaError.GROUP_AUTHORIZATION_FAILED
+        assert _first_error(consumer) == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()
 
@@ -159,13 +114,7 @@ def test_a_consumer_without_topic_read_gets_topic_authorization_failed(secured: 
     consumer = confluent_kafka.Consumer(config)
     try:
         consumer.assign([confluent_kafka.TopicPartition("described", 0, confluent_kafka.OFFSET_BEGINNING)])
-        deadline = time.monotonic() + 30
-        code = None
-        while code is None and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is not None:
-                code = message.error().code()
-        assert code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert _first_error(consumer) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         consumer.close()
 

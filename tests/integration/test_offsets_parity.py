@@ -39,16 +39,14 @@ MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -3, -4, -5
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, zookeeper_server: ZooKeeperServer) -> Iterator[Cluster]:
-    cluster = Cluster(
-        tmp_path_factory.mktemp("offsets-parity"),
+    workdir = tmp_path_factory.mktemp("offsets-parity")
+    with Cluster(
+        workdir,
         chroot(zookeeper_server),
         brokers=1,
         broker_overrides={"group.initial.rebalance.delay.ms": "0"},
-    ).start()
-    try:
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

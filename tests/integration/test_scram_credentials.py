@@ -13,13 +13,13 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from server_common.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from tests.support.clients.runners import ClientNotInstalled, java_argv
-from tests.support.cluster import Cluster, chroot, free_port
+from tests.support.cluster import chroot
+from tests.support.secure import SecuredBroker, sasl_cluster
 from tools import configs
 from zk.client import ZkClient
 from zk.server import ZooKeeperServer
@@ -31,27 +31,10 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 admin_module = pytest.importorskip("confluent_kafka.admin")
 
 
-class Broker:
-    def __init__(self, cluster: Cluster, zookeeper: str, sasl_port: int) -> None:
-        self.cluster, self.zookeeper = cluster, zookeeper
-        broker = cluster.broker(1)
-        self.bootstrap = f"{broker.host}:{broker.port}"
-        self.sasl_bootstrap = f"{broker.host}:{sasl_port}"
-
-    def admin(self) -> Any:
-        return admin_module.AdminClient({"bootstrap.servers": self.bootstrap})
-
+class Broker(SecuredBroker):
     def logs_in(self, mechanism: str, user: str, password: str) -> bool:
         """Whether a SCRAM client gets Metadata over the SASL listener."""
-        client = admin_module.AdminClient(
-            {
-                "bootstrap.servers": self.sasl_bootstrap,
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": mechanism,
-                "sasl.username": user,
-                "sasl.password": password,
-            }
-        )
+        client = admin_module.AdminClient(self.as_user(user, mechanism, password))
         try:
             client.list_topics(timeout=1.5)
         except confluent_kafka.KafkaException:
@@ -85,21 +68,17 @@ async def _write_credential(zookeeper: str, user: str, password: str, mechanism:
 @pytest.fixture(scope="module")
 def broker(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     zookeeper = chroot(zookeeper_server)
-    cluster = Cluster(tmp_path_factory.mktemp("scram") / "cluster", zookeeper, brokers=1)
-    node = cluster.broker(1)
-    sasl_port = free_port()
-    node.overrides.update(
-        {
-            "listeners": f"PLAINTEXT://{node.host}:{node.port},SASL://{node.host}:{sasl_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT",
-            "listener.name.sasl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        }
+    secured = sasl_cluster(
+        tmp_path_factory.mktemp("scram") / "cluster",
+        zookeeper,
+        "SCRAM-SHA-256,SCRAM-SHA-512",
+        authorizer=False,
     )
     # Before the broker starts, as an operator bootstraps the first user (kafka-configs.sh --zookeeper).
     asyncio.run(_write_credential(zookeeper, "early", "early-secret", SCRAM_SHA_512))
-    with cluster:
-        cluster.create_topic("configured")
-        yield Broker(cluster, zookeeper, sasl_port)
+    with secured.cluster:
+        secured.cluster.create_topic("configured")
+        yield Broker(secured.cluster, zookeeper, secured.sasl_port)
 
 
 def test_credential_written_before_the_broker_started_is_loaded(broker: Broker) -> None:
@@ -252,7 +231,7 @@ def test_java_admin_client_manages_credentials(broker: Broker) -> None:
     """Kafka's own Admin client: the upsertion works (and logs in), describe shows it, too few iterations
     is UnacceptableCredentialException, an unknown user is left out of users()."""
     try:
-        argv = java_argv(str(Path(__file__).parent / "java" / "ScramAdmin.java"))
+        argv = java_argv("ScramAdmin.java")
     except ClientNotInstalled as e:
         pytest.skip(str(e))
     done = subprocess.run(

@@ -29,16 +29,10 @@ TOPIC = "reborn"
 
 @pytest.fixture
 def three(tmp_path: Path, zookeeper: str) -> Iterator[Cluster]:
-    cluster = Cluster(
-        tmp_path / "c",
-        zookeeper,
-        brokers=3,
-        broker_overrides={"group.initial.rebalance.delay.ms": "0"},
-    ).start()
-    try:
+    with Cluster(
+        tmp_path / "c", zookeeper, brokers=3, broker_overrides={"group.initial.rebalance.delay.ms": "0"}
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _topic_id(cluster: Cluster, topic: str = TOPIC) -> uuid.UUID:

@@ -88,9 +88,20 @@ def read_all(log: Log, start: int | None = None) -> list[rb.Record]:
     return out
 
 
-def open_descriptors() -> int:
-    """The descriptors this process holds (not counting the one that lists them)."""
-    return len(os.listdir("/proc/self/fd")) - 1
+def open_descriptors(under: list[str] | None = None) -> int:
+    """The descriptors this process holds (not counting the one that lists them); with ``under``, only
+    those of files in these dirs (other tests' leftovers, closed whenever the garbage collector gets to
+    them, then do not count)."""
+    if under is None:
+        return len(os.listdir("/proc/self/fd")) - 1
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += any(target.startswith(d.rstrip("/") + "/") for d in under)
+    return count
 
 
 def _is_open(fd: int) -> bool:

@@ -143,12 +143,12 @@ def test_topic_configs_and_cleaner_wiring(dirs, clock):
 def test_a_new_log_holds_one_descriptor(dirs, clock):
     """Its segment file's, as a Kafka log's FileRecords; the indexes are mapped without one."""
     lm = manager(dirs, clock)
-    before = open_descriptors()
+    before = open_descriptors(dirs)
     for p in range(50):
         lm.get_or_create_log("t", p)
-    assert open_descriptors() - before == 50
+    assert open_descriptors(dirs) - before == 50
     lm.shutdown()
-    assert open_descriptors() < before
+    assert open_descriptors(dirs) < before
 
 
 def test_the_dir_counts_follow_deletions(dirs, clock):
@@ -169,11 +169,11 @@ def test_a_log_that_cannot_be_created_leaves_nothing_behind(dirs, clock, spare):
     is the broker's KAFKA_STORAGE_ERROR, nothing stays open, no directory is left for the next start,
     and creation works again once descriptors are free."""
     lm = manager(dirs[:1], clock)
-    before = open_descriptors()
+    before = open_descriptors(dirs)
     with descriptors_limited(spare), pytest.raises(KafkaStorageError, match="Too many open files") as refused:
         lm.get_or_create_log("t", 0)
     assert refused.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-    assert open_descriptors() == before
+    assert open_descriptors(dirs) == before
     assert not os.path.exists(os.path.join(dirs[0], "t-0")) and lm.get_log("t", 0) is None
     assert lm.get_or_create_log("t", 0).log_end_offset == 0
     lm.shutdown()

@@ -340,8 +340,7 @@ def _run_python(
     *,
     security: Security | None = None,
 ) -> dict[str, Any]:
-    argv = [*python_argv(client, script), *_script_args(bootstrap, timeout, args)]
-    return _last_json_line(client, _run(client, argv, timeout, env=_security_env(security)))
+    return _run_script(client, python_argv(client, script), {}, bootstrap, timeout, args, security)
 
 
 def _run_kafkajs(
@@ -353,9 +352,7 @@ def _run_kafkajs(
     security: Security | None = None,
 ) -> dict[str, Any]:
     argv, env = kafkajs_argv(script)
-    argv += _script_args(bootstrap, timeout, args)
-    out = _run("kafkajs", argv, timeout, env={**env, **_security_env(security)})
-    return _last_json_line("kafkajs", out)
+    return _run_script("kafkajs", argv, env, bootstrap, timeout, args, security)
 
 
 def _run_java(
@@ -366,9 +363,23 @@ def _run_java(
     *,
     security: Security | None = None,
 ) -> dict[str, Any]:
-    argv = [*java_argv(main_source), *_script_args(bootstrap, timeout, args)]
-    out = _run("java", argv, timeout, env=_security_env(security))
-    return _last_json_line("java", out)
+    return _run_script("java", java_argv(main_source), {}, bootstrap, timeout, args, security)
+
+
+def _run_script(
+    client: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    bootstrap: str,
+    timeout: float,
+    args: Sequence[str],
+    security: Security | None,
+) -> dict[str, Any]:
+    """Runs a scenario script (ARGV BOOTSTRAP TIMEOUT_MS ARGS..., ``env`` and the security settings in
+    its environment); the JSON object its last line prints."""
+    argv = [*argv, *_script_args(bootstrap, timeout, args)]
+    out = _run(client, argv, timeout, env={**env, **_security_env(security)})
+    return _last_json_line(client, out)
 
 
 def _bootstrap_result(client: str, raw: Mapping[str, Any]) -> BootstrapResult:
@@ -755,15 +766,7 @@ class _ScriptedClient:
         timeout: float = RECORDS_TIMEOUT,
         security: Security | None = None,
     ) -> ConsumeResult:
-        return _consume_with_script(
-            self.name,
-            self.launch,
-            bootstrap,
-            topic,
-            ["consume", str(partitions), str(expected)],
-            timeout,
-            security,
-        )
+        return self._consume(bootstrap, topic, ["consume", str(partitions), str(expected)], timeout, security)
 
     def consume_group(
         self,
@@ -775,15 +778,12 @@ class _ScriptedClient:
         timeout: float = RECORDS_TIMEOUT,
         security: Security | None = None,
     ) -> ConsumeResult:
-        return _consume_with_script(
-            self.name,
-            self.launch,
-            bootstrap,
-            topic,
-            ["consume-group", group, str(expected)],
-            timeout,
-            security,
-        )
+        return self._consume(bootstrap, topic, ["consume-group", group, str(expected)], timeout, security)
+
+    def _consume(
+        self, bootstrap: str, topic: str, args: list[str], timeout: float, security: Security | None
+    ) -> ConsumeResult:
+        return _consume_with_script(self.name, self.launch, bootstrap, topic, args, timeout, security)
 
 
 # How each script drives its client:

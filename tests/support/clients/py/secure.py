@@ -39,20 +39,10 @@ def _sasl(s: dict[str, Any]) -> bool:
     return s["protocol"] in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-def kafka_python() -> dict[str, Any]:
-    """Keyword arguments for kafka-python's KafkaProducer / KafkaConsumer / KafkaAdminClient."""
-    s = settings()
-    if s is None:
-        return {}
+def _python_kwargs(s: dict[str, Any]) -> dict[str, Any]:
+    """What kafka-python and aiokafka take alike: the protocol and SASL's keyword arguments (their
+    ``sasl_plain_*`` serve SCRAM too)."""
     kwargs: dict[str, Any] = {"security_protocol": s["protocol"]}
-    if _tls(s):
-        kwargs.update(
-            ssl_cafile=s.get("ca"),
-            ssl_certfile=s.get("certificate"),
-            ssl_keyfile=s.get("key"),
-            ssl_password=s.get("key_password"),
-            ssl_check_hostname=s.get("verify_hostname", True),
-        )
     if _sasl(s):
         kwargs.update(
             sasl_mechanism=s["mechanism"],
@@ -62,12 +52,29 @@ def kafka_python() -> dict[str, Any]:
     return kwargs
 
 
+def kafka_python() -> dict[str, Any]:
+    """Keyword arguments for kafka-python's KafkaProducer / KafkaConsumer / KafkaAdminClient."""
+    s = settings()
+    if s is None:
+        return {}
+    kwargs = _python_kwargs(s)
+    if _tls(s):
+        kwargs.update(
+            ssl_cafile=s.get("ca"),
+            ssl_certfile=s.get("certificate"),
+            ssl_keyfile=s.get("key"),
+            ssl_password=s.get("key_password"),
+            ssl_check_hostname=s.get("verify_hostname", True),
+        )
+    return kwargs
+
+
 def aiokafka() -> dict[str, Any]:
     """Keyword arguments for aiokafka's AIOKafkaProducer / AIOKafkaConsumer / AIOKafkaAdminClient."""
     s = settings()
     if s is None:
         return {}
-    kwargs: dict[str, Any] = {"security_protocol": s["protocol"]}
+    kwargs = _python_kwargs(s)
     if _tls(s):
         from aiokafka.helpers import create_ssl_context
 
@@ -79,12 +86,6 @@ def aiokafka() -> dict[str, Any]:
         )
         context.check_hostname = bool(s.get("verify_hostname", True))
         kwargs["ssl_context"] = context
-    if _sasl(s):
-        kwargs.update(
-            sasl_mechanism=s["mechanism"],
-            sasl_plain_username=s.get("username"),
-            sasl_plain_password=s.get("password"),
-        )
     return kwargs
 
 
