@@ -534,3 +534,7 @@ QUICK = pytest.param("quick", id="quick")
 # The full tier: longer runs, more faults; minutes each.
 FULL = pytest.param("full", id="full", marks=[pytest.mark.slow, pytest.mark.timeout(1800)])
 TIERS = (QUICK, FULL)
+# Scenarios whose quick variant runs in the full tier too, first: the quick tier (< 20 min in all) keeps
+# one scenario of each kind of fault, and these repeat a kind it has (bounces, restarts).
+QUICK_IN_FULL_TIER = pytest.param("quick", id="quick", marks=pytest.mark.slow)
+FULL_TIER_ONLY = (QUICK_IN_FULL_TIER, FULL)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.scenario import TIERS, Settings
+from tests.reliability.scenario import FULL_TIER_ONLY, Settings
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", FULL_TIER_ONLY)
 @pytest.mark.parametrize("kind", ["clean", "hard"])
 def test_bouncing_the_active_controller_loses_no_acknowledged_write(
     open_scenario: Callable[[Settings], Any], kind: str, tier: str

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.scenario import FULL, QUICK
+from tests.reliability.scenario import FULL, FULL_TIER_ONLY
 from tests.reliability.txn_scenario import (
     GROUP_COORDINATOR,
     OUTPUT_LEADER,
@@ -43,7 +43,7 @@ def _run(s: TxnScenario, rounds: int, copier_kills: int) -> None:
 
 
 # Fault runs belong to the full tier; the quick variant (about a minute) runs there too, first.
-@pytest.mark.parametrize("tier", [pytest.param(QUICK.values[0], id="quick", marks=pytest.mark.slow), FULL])
+@pytest.mark.parametrize("tier", FULL_TIER_ONLY)
 def test_the_copier_is_exactly_once_through_coordinator_leader_and_copier_kills(
     open_scenario: Callable[..., Any], tier: str
 ) -> None:

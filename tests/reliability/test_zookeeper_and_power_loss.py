@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.scenario import TIERS, Settings
+from tests.reliability.scenario import FULL_TIER_ONLY, TIERS, Settings
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", FULL_TIER_ONLY)
 def test_restarting_zookeeper_loses_no_acknowledged_write_and_elects_nothing(
     open_scenario: Callable[[Settings], Any], tier: str
 ) -> None:
@@ -77,7 +77,7 @@ def test_a_just_restarted_follower_elected_leader_keeps_every_acknowledged_write
     assert report.valid, report.summary()
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", FULL_TIER_ONLY)
 def test_every_broker_losing_power_at_once_leaves_identical_replicas(
     open_scenario: Callable[[Settings], Any], tier: str
 ) -> None:
