@@ -68,32 +68,14 @@ def produce_consume(
     extra = [arg for key, value in settings.items() for arg in ("-X", f"{key}={value}")]
     before = cpu_seconds(pid)
     produce = f"-P -t {topic} -b {bootstrap} -s 1024 -c {messages} -a 1 -X linger.ms=5 -i 1000000".split()
-    m = rdkafka_performance(
-        [*produce, *extra],
-        PRODUCED,
-    )
+    m = rdkafka_performance([*produce, *extra], PRODUCED)
     produce_cpu = cpu_seconds(pid) - before
     delivered, failed, produce_ms = int(m.group(3)), int(m.group(4)), int(m.group(5))
     if delivered < messages or failed:
         raise RuntimeError(f"only {delivered}/{messages} delivered, {failed} failed")
     before = cpu_seconds(pid)
-    m = rdkafka_performance(
-        [
-            "-C",
-            "-G",
-            f"{topic}-group",
-            "-t",
-            topic,
-            "-b",
-            bootstrap,
-            "-c",
-            str(messages),
-            "-i",
-            "1000000",
-            *extra,
-        ],
-        CONSUMED,
-    )
+    consume = f"-C -G {topic}-group -t {topic} -b {bootstrap} -c {messages} -i 1000000".split()
+    m = rdkafka_performance([*consume, *extra], CONSUMED)
     consume_cpu = cpu_seconds(pid) - before
     consumed, consume_ms = int(m.group(1)), int(m.group(3))
     return {
