@@ -175,15 +175,7 @@ def describe_resources(bindings: list[AclBinding]) -> list[DescribeAclsResponse.
             resource_type=pattern.resource_type,
             resource_name=pattern.name,
             pattern_type=pattern.pattern_type,
-            acls=[
-                DescribeAclsResponse.AclDescription(
-                    principal=e.principal,
-                    host=e.host,
-                    operation=e.operation,
-                    permission_type=e.permission_type,
-                )
-                for e in entries
-            ],
+            acls=[DescribeAclsResponse.AclDescription(**e.wire_fields()) for e in entries],
         )
         for pattern, entries in grouped.items()
     ]
@@ -329,10 +321,7 @@ class AclApis:
                         resource_type=binding.pattern.resource_type,
                         resource_name=binding.pattern.name,
                         pattern_type=binding.pattern.pattern_type,
-                        principal=binding.entry.principal,
-                        host=binding.entry.host,
-                        operation=binding.entry.operation,
-                        permission_type=binding.entry.permission_type,
+                        **binding.entry.wire_fields(),
                     )
                 )
             filter_results.append(

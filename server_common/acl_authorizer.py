@@ -196,6 +196,15 @@ class AccessControlEntry:
     operation: AclOperation
     permission_type: AclPermissionType
 
+    def wire_fields(self) -> dict[str, Any]:
+        """The four fields as CreateAcls, DescribeAcls and DeleteAcls name them on the wire."""
+        return {
+            "principal": self.principal,
+            "host": self.host,
+            "operation": self.operation,
+            "permission_type": self.permission_type,
+        }
+
     def __str__(self) -> str:
         return (
             f"(principal={self.principal}, host={self.host}, operation={self.operation.name}, "

@@ -548,10 +548,7 @@ async def create_acls(admin: AdminClient, bindings: list[AclBinding]) -> None:
                 resource_type=b.pattern.resource_type,
                 resource_name=b.pattern.name,
                 resource_pattern_type=b.pattern.pattern_type,
-                principal=b.entry.principal,
-                host=b.entry.host,
-                operation=b.entry.operation,
-                permission_type=b.entry.permission_type,
+                **b.entry.wire_fields(),
             )
             for b in bindings
         ]
