@@ -24,6 +24,7 @@ from server_common.config import (
     at_least,
     one_of,
 )
+from server_common.metrics import check_metrics_listener
 from server_common.security_config import define_security
 from storage.config import COMPRESSION_TYPES, CREATE_TIME, LOG_APPEND_TIME, LogConfig
 
@@ -76,6 +77,14 @@ BROKER_CONFIG = (
     .define("max.connections.per.ip", _I, INT_MAX, _NON_NEGATIVE)
     .define("max.connections.per.ip.overrides", _S, "")
     .define("request.timeout.ms", _I, 30000, _NON_NEGATIVE)
+    # Samsa's own (Kafka exposes JMX instead): the Prometheus endpoint, off when empty (docs/operations.md).
+    .define(
+        "metrics.listener",
+        _S,
+        "",
+        check_metrics_listener,
+        "http://HOST:PORT where GET /metrics answers in Prometheus' text format; empty: no endpoint.",
+    )
     # ZooKeeper
     .define("zookeeper.connect", _S, None)
     .define("zookeeper.session.timeout.ms", _I, 18000, _POSITIVE)

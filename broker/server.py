@@ -22,6 +22,7 @@ from broker.acl_apis import AclApis
 from broker.admin_apis import AdminApis
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.authorization import ALLOW_ALL, Authorization
+from broker.broker_metrics import register_broker_metrics
 from broker.config import KafkaConfig
 from broker.controller_channel import (
     ControllerChannel,
@@ -61,6 +62,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownRequest
 from protocol.topic import TRANSACTION_STATE_TOPIC
 from server_common.acl_authorizer import AclAuthorizer, authorizer_from_config
+from server_common.metrics import Metrics, MetricsHttpServer, parse_metrics_listener
 from server_common.scram import CredentialCache
 from server_common.tasks import cancel_and_wait
 from storage.config import LogConfig
@@ -128,6 +130,9 @@ class KafkaServer:
         self.log_dirs: LogDirsApis | None = None
         self.log_dir_failures: LogDirFailureChannel | None = None
         self.log_dir_failure_handler: LogDirFailureHandler | None = None
+        # The registry every part's metrics go to, served at metrics.listener when it is set.
+        self.metrics = Metrics()
+        self.metrics_server: MetricsHttpServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
         self._shutting_down = False
@@ -143,6 +148,7 @@ class KafkaServer:
         if not config["zookeeper.connect"]:
             raise ValueError("zookeeper.connect must be set")
         replica_selector = replica_selector_from_config(config["replica.selector.class"])  # KIP-392
+        await self._start_metrics_server()
         zk = self.zk = ZkClient(config["zookeeper.connect"], self._session_ms)
         await zk.start(timeout=self._zk_timeout)
         kafka_zk = self.kafka_zk = KafkaZkClient(zk)
@@ -279,6 +285,7 @@ class KafkaServer:
             max_idle_ms=config["connections.max.idle.ms"],
             per_ip_overrides=config.max_connections_per_ip_overrides,
             scram_credentials=self.scram_credentials,
+            metrics=self.metrics,
         )
         self._registration = self._advertise(metadata_cache, sockets.bound_ports)
         admin.dynamic.reconfigurables.append(self._reconfigure)  # dynamic broker configs applied live
@@ -291,7 +298,16 @@ class KafkaServer:
         self.alter_partition.start()
         sockets.start_processing()
         self._start_periodic_tasks(logs, replicas)
+        register_broker_metrics(self.metrics, self)
         log.info("%s started (cluster %s); listening on %s", self.prefix, cluster_id, sockets.describe())
+
+    async def _start_metrics_server(self) -> None:
+        """The Prometheus endpoint of metrics.listener, first: a broker waiting for ZooKeeper or
+        recovering its logs is already visible to its scraper."""
+        address = parse_metrics_listener(self.config["metrics.listener"])
+        if address is not None:
+            self.metrics_server = MetricsHttpServer(self.metrics, *address)
+            await self.metrics_server.start()
 
     async def _start_authorizer(self, zk: ZkClient) -> None:
         """The authorizer authorizer.class.name selects (none: every request allowed), its ACLs loaded
@@ -569,6 +585,8 @@ class KafkaServer:
         await cancel_and_wait(self._tasks)
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.replica_manager is not None and self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.shutdown()
         if self.log_dirs is not None:

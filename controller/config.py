@@ -24,6 +24,7 @@ from server_common.config import (
     at_least,
     one_of,
 )
+from server_common.metrics import check_metrics_listener
 from server_common.security_config import define_security
 
 _B, _S, _I, _L, _LIST = (
@@ -75,6 +76,14 @@ CONTROLLER_CONFIG = (
     .define("max.connections.per.ip", _I, INT_MAX, _NON_NEGATIVE)
     # only brokers may call the controller: super.users, or ClusterAction ACLs when an authorizer is set
     .define("authorizer.class.name", _S, "", check_authorizer_class_name)
+    # Samsa's own (Kafka exposes JMX instead): the Prometheus endpoint, off when empty (docs/operations.md).
+    .define(
+        "metrics.listener",
+        _S,
+        "",
+        check_metrics_listener,
+        "http://HOST:PORT where GET /metrics answers in Prometheus' text format; empty: no endpoint.",
+    )
     .define("super.users", _S, None)
     .define("allow.everyone.if.no.acl.found", _B, False)
 )

@@ -18,8 +18,10 @@ import logging
 from controller.apis import ControllerApis
 from controller.config import ControllerConfig
 from controller.controller import KafkaController
+from controller.controller_metrics import register_controller_metrics
 from network.socket_server import SocketServer, run_until_signalled
 from server_common.acl_authorizer import AclAuthorizer, authorizer_from_config
+from server_common.metrics import Metrics, MetricsHttpServer, parse_metrics_listener
 from zk.acls import AclChangeListener, ZkAclStore
 from zk.client import ZkClient
 from zk.user_configs import UserConfigs
@@ -44,6 +46,9 @@ class ControllerServer:
         self._acl_store = ZkAclStore(self.zk)
         self.authorizer: AclAuthorizer | None = authorizer_from_config(config, self._acl_store)
         self.acl_listener: AclChangeListener | None = None
+        # The registry of this process's metrics, served at metrics.listener when it is set.
+        self.metrics = Metrics()
+        self.metrics_server: MetricsHttpServer | None = None
 
     @property
     def prefix(self) -> str:
@@ -51,12 +56,17 @@ class ControllerServer:
 
     async def startup(self) -> None:
         config = self.config
+        address = parse_metrics_listener(config["metrics.listener"])
+        if address is not None:
+            self.metrics_server = MetricsHttpServer(self.metrics, *address)
+            await self.metrics_server.start()
         # Only brokers may call the controller (controller/apis.py): the authorizer's CLUSTER_ACTION,
         # else super.users.
         apis = ControllerApis(self.controller, authorizer=self.authorizer, super_users=config.super_users)
         self.socket_server = SocketServer(
-            config, apis, apis.supported, scram_credentials=self.scram_credentials
+            config, apis, apis.supported, scram_credentials=self.scram_credentials, metrics=self.metrics
         )
+        register_controller_metrics(self.metrics, self)
         endpoints = [
             str(config.advertised_endpoint(name, port))
             for name, port in self.socket_server.bound_ports.items()
@@ -89,6 +99,8 @@ class ControllerServer:
         log.info("%s closing the listener and the ZooKeeper session", self.prefix)
         if self.socket_server is not None:
             await self.socket_server.shutdown()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.acl_listener is not None:
             await self.acl_listener.shutdown()
         await self.zk.close()

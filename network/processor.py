@@ -83,6 +83,7 @@ class Connection(asyncio.BufferedProtocol):
         self._out: deque[Any] = deque()  # response buffers and file regions not yet handed to the socket
         self._awaiting_drain = False
         self._socket_fd = -1
+        self._throttle_timer: asyncio.TimerHandle | None = None  # set while the channel is muted (KIP-219)
 
     # -- asyncio protocol -----------------------------------------------------------------------
 
@@ -111,6 +112,9 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
+            self._throttle_timer = None
         self._release_buffers()
         self.processor.unregister(self)
         log.debug("connection from %s closed%s", self.peer, f": {exc}" if exc else "")
@@ -313,11 +317,38 @@ class Connection(asyncio.BufferedProtocol):
         assert self.transport is not None
         self.transport.set_write_buffer_limits(high=0)
 
+    def throttle(self, seconds: float) -> None:
+        """Mutes the connection for ``seconds``: nothing more is read from it until then (KIP-219: a
+        quota's throttle is the client's to honour; the broker mutes the channel once the response
+        carrying ``throttle_time_ms`` is on its way). A longer throttle replaces a shorter one."""
+        if seconds <= 0 or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        timer = self._throttle_timer
+        if timer is not None:
+            if timer.when() >= until:
+                return
+            timer.cancel()
+        self._throttle_timer = loop.call_at(until, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        self._throttle_timer = None
+        self._update_reading()
+
+    @property
+    def throttled(self) -> bool:
+        return self._throttle_timer is not None
+
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
         should_pause = (
-            self._writing_paused or self._awaiting_memory or len(self._pending) >= _MAX_PENDING_REQUESTS
+            self._writing_paused
+            or self._awaiting_memory
+            or len(self._pending) >= _MAX_PENDING_REQUESTS
+            or self._throttle_timer is not None
         )
         if should_pause and not self._reading_paused:
             self._reading_paused = True
@@ -332,12 +363,13 @@ class Connection(asyncio.BufferedProtocol):
 
     def stalled(self, deadline: float) -> bool:
         """Part of a frame has arrived and nothing since ``deadline``, though this connection was not
-        held back by the broker (waiting for memory, or too many requests unanswered)."""
+        held back by the broker (waiting for memory, too many requests unanswered, or throttled)."""
         return (
             self.reader.partial
             and self.last_active < deadline
             and not self._awaiting_memory
             and len(self._pending) < _MAX_PENDING_REQUESTS
+            and self._throttle_timer is None
         )
 
     def close(self) -> None:

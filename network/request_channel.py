@@ -31,7 +31,15 @@ class Request:
     body: Any
     size: int
     requested_version: int  # differs from ``version`` only for an unsupported ApiVersions, answered in v0
+    # Its way through the server, as time.monotonic() seconds (0.0: not reached yet), Kafka's
+    # RequestChannel.Request times: read and decoded; taken by a handler; the handler returned (the local
+    # work done; a parked response waits after it: the "remote" time); the response ready; the response
+    # handed to the socket in full. Set by the network layer (network/processor.py, handler_pool.py).
     received_at: float = field(default_factory=time.monotonic)
+    dequeued_at: float = 0.0
+    api_local_done_at: float = 0.0
+    response_complete_at: float = 0.0
+    response_sent_at: float = 0.0
     # Bytes of queued.max.request.bytes its frame holds until it has been handled (0: a small frame).
     reserved: int = 0
     # Filled in by the connection: the encoded response (None: nothing to send) once it is complete.

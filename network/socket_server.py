@@ -33,6 +33,7 @@ from network.processor import Processor
 from network.request_channel import RequestChannel
 from protocol.api import Api
 from server_common.config import ConfigError, Endpoint, ServerConfig
+from server_common.metrics import Metrics
 from server_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -58,11 +59,14 @@ class SocketServer:
         max_idle_ms: int = -1,
         per_ip_overrides: dict[str, int] | None = None,
         scram_credentials: Any = None,
+        metrics: Metrics | None = None,
     ) -> None:
         """``scram_credentials``: the SCRAM credential lookup (``server_common.scram.
         ScramCredentialLookup``) the SASL listeners' SCRAM authenticators ask. Each listener's security
         (its SSLContext, SASL authenticators) is built here: a bad key store, trust store, rule or JAAS
-        setting raises ConfigError naming it, and the server does not start."""
+        setting raises ConfigError naming it, and the server does not start. ``metrics``: the process's
+        registry, where the network's own metrics go (requests, queues, idle shares)."""
+        self.metrics = metrics if metrics is not None else Metrics(process=False)
         self._max_idle_ms = max_idle_ms
         self._config = config
         self._scram_credentials = scram_credentials

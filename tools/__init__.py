@@ -17,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("controller.main:main", "run a controller (one is active, the others stand by)"),
     "up": ("tools.up:main", "start a local cluster: ZooKeeper, controllers and brokers"),
     "topics": ("tools.topics:main", "create, describe, alter, delete and list topics"),
-    "configs": ("tools.configs:main", "describe and alter SCRAM credentials and topic and broker configs"),
+    "configs": (
+        "tools.configs:main",
+        "describe and alter configs of topics, brokers, users, clients (quotas, SCRAM credentials)",
+    ),
     "acls": ("tools.acls:main", "add, remove and list ACLs"),
     "consumer-groups": ("tools.consumer_groups:main", "list, describe and delete groups; reset offsets"),
     "transactions": (
@@ -32,6 +35,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tools.replica_verification:main",
         "check that every replica holds the same data up to the high watermark",
     ),
+    "dump-log": ("tools.dump_log:main", "print log segments, indexes and snapshots (a stopped broker's too)"),
+    "log-dirs": ("tools.log_dirs:main", "describe the brokers' log dirs and the replicas in them"),
+    "get-offsets": ("tools.get_offsets:main", "print partitions' offsets (earliest, latest, by timestamp)"),
+    "delete-records": ("tools.delete_records:main", "delete records up to the offsets given in a JSON file"),
+    "broker-api-versions": ("tools.broker_api_versions:main", "print the API versions every broker supports"),
+    "producer-perf-test": ("tools.producer_perf_test:main", "produce as fast as asked and print throughput"),
+    "consumer-perf-test": ("tools.consumer_perf_test:main", "consume and print throughput"),
     "pipeline": ("pipeline.cli:main", "the Spark data pipeline: generate activity, run the page-stats job"),
 }
 

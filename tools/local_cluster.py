@@ -122,6 +122,7 @@ NODE_KEYS = frozenset(
         "log.dir",
         "log.dirs",
         "zookeeper.connect",
+        "metrics.listener",
     }
 )
 DEFAULT_SESSION_TIMEOUT_MS = 6000
@@ -296,7 +297,10 @@ class LocalCluster:
         report: Report | None = None,
         env: Mapping[str, str] | None = None,
         secure: bool = False,
+        metrics: bool = True,
     ) -> None:
+        """``metrics``: every broker and controller serves its Prometheus endpoint (``metrics.listener``)
+        on a free port of its host, at its node's ``metrics_url``."""
         if brokers < 1 or controllers < 1:
             raise LocalClusterError("a cluster needs at least one broker and one controller")
         if host in ("0.0.0.0", "::", ""):
@@ -317,6 +321,7 @@ class LocalCluster:
         self.sandbox: NetworkSandbox | None = (
             NetworkSandbox("samsa-lc") if sandbox is True else (sandbox or None)
         )
+        self.metrics = metrics
         self.forced = False  # stop waits SIGKILL at once (samsa up's second Ctrl-C)
         self._interrupt = threading.Event()
         self._initial_brokers = brokers
@@ -449,7 +454,16 @@ class LocalCluster:
         }
         defaults = default_broker_config(self._initial_brokers, self.session_timeout_ms)
         secure = self.security.server_settings(broker.name) if self.security is not None else {}
-        return {**defaults, **base, **secure, **own, **self.overrides, **broker.overrides}
+        metrics = self._metrics_setting(broker)
+        return {**defaults, **base, **secure, **own, **metrics, **self.overrides, **broker.overrides}
+
+    def _metrics_setting(self, node: Node) -> dict[str, str]:
+        """``metrics.listener`` on a port of the node's own, the same at every start of the node."""
+        if not self.metrics:
+            return {}
+        if node.metrics_port is None:
+            node.metrics_port = free_port()
+        return {"metrics.listener": f"http://{node.host}:{node.metrics_port}"}
 
     def _listener(self, node: Node) -> str:
         if self.security is not None:
@@ -483,6 +497,7 @@ class LocalCluster:
             **secure,
             **known(self.overrides),
             **own,
+            **self._metrics_setting(controller),
             **self.controller_overrides,
             **controller.overrides,
         }

@@ -194,6 +194,7 @@ class Node:
         self.host = host
         self.port = port
         self.overrides: dict[str, str] = {}  # this node's own settings, applied over the cluster's
+        self.metrics_port: int | None = None  # its metrics.listener's port, once its config is written
         self.process: subprocess.Popen | None = None
         self.paused = False
         self.started_ms = 0  # wall clock of the last start, to tell its ZooKeeper nodes from older ones
@@ -224,6 +225,13 @@ class Node:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where its Prometheus metrics are scraped (None: no metrics endpoint)."""
+        if self.metrics_port is None:
+            return None
+        return f"http://{self.host}:{self.metrics_port}/metrics"
 
     @property
     def pid(self) -> int | None:
