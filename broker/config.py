@@ -85,6 +85,8 @@ BROKER_CONFIG = (
         check_metrics_listener,
         "http://HOST:PORT where GET /metrics answers in Prometheus' text format; empty: no endpoint.",
     )
+    # Samsa's own: requests slower than this (ms) go to kafka.request.logger at INFO (network/request_log.py).
+    .define("samsa.request.log.slow.ms", _L, 0, at_least(0), "Slow request log threshold in ms; 0: off.")
     # ZooKeeper
     .define("zookeeper.connect", _S, None)
     .define("zookeeper.session.timeout.ms", _I, 18000, _POSITIVE)
@@ -182,6 +184,13 @@ BROKER_CONFIG = (
     .define("max.incremental.fetch.session.cache.slots", _I, 1000, _NON_NEGATIVE)
     .define("fetch.purgatory.purge.interval.requests", _I, 1000)
     .define("producer.purgatory.purge.interval.requests", _I, 1000)
+    # quotas (Kafka's ClientQuotaManagerConfig / ReplicationQuotaManagerConfig; broker/quota_manager.py)
+    .define("quota.window.num", _I, 11, _POSITIVE)
+    .define("quota.window.size.seconds", _I, 1, _POSITIVE)
+    .define("replication.quota.window.num", _I, 11, _POSITIVE)
+    .define("replication.quota.window.size.seconds", _I, 1, _POSITIVE)
+    .define("alter.log.dirs.replication.quota.window.num", _I, 11, _POSITIVE)
+    .define("alter.log.dirs.replication.quota.window.size.seconds", _I, 1, _POSITIVE)
     # consumer groups and offsets
     .define("group.initial.rebalance.delay.ms", _I, 3000)
     .define("group.min.session.timeout.ms", _I, 6000)

@@ -8,6 +8,8 @@ reconfigurables (``DynamicBrokerConfig.reconfigure``: listeners, connection limi
 cleaner), and each setting changed is logged saying whether it applied now or at the next restart.
 A ``users/<user>`` change reloads that user's SCRAM credentials into the broker's CredentialCache
 (Kafka's UserConfigHandler; server_common/scram.py).
+A ``clients/<c>``, ``users/<u>`` or ``users/<u>/clients/<c>`` change reloads that entity's client quotas
+into the broker's ClientQuotaCache (Kafka's ClientIdConfigHandler / UserConfigHandler).
 Notifications older than 15 minutes are deleted, as Kafka does (zk/change_notifications.py follows
 them). It also watches ``/config/topics``: a new topic's configs are written before its assignment,
 so they reach the log manager before the controller asks this broker to create the topic's logs.
@@ -17,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from broker.admin_zk import BROKER_ENTITY, DEFAULT_ENTITY, TOPIC_ENTITY, AdminZkClient
+from broker.client_quota_cache import ClientQuotaCache, is_quota_entity_type
 from broker.dynamic_config import DynamicBrokerConfig
 from server_common.scram import CredentialCache
 from storage.config import LogConfig
@@ -27,6 +30,7 @@ from storage.errors import InvalidConfigError
 from storage.log_manager import LogManager
 from zk import znodes
 from zk.change_notifications import ChangeNotifications, WatchTasks
+from zk.client_quotas import ClientQuotaConfigs
 from zk.user_configs import USER_ENTITY, UserConfigs, desanitize
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,12 @@ class ConfigChangeListener:
         # SCRAM credentials (users/<user> entity configs; Kafka's UserConfigHandler updating the
         # CredentialProvider), set by the server before start(): loaded there, then kept current.
         self.credentials: CredentialCache | None = None
+        # Told (topic, overrides) whenever a topic's configs are applied ({} once it is deleted): the
+        # replication throttles' throttled replicas (broker.quota_manager).
+        self.topic_listeners: list[Callable[[str, Mapping[str, str]], None]] = []
+        # Client quotas (clients/<c>, users/<u>, users/<u>/clients/<c> entity configs; Kafka's
+        # ClientIdConfigHandler and UserConfigHandler), set by the server before start(), likewise.
+        self.quotas: ClientQuotaCache | None = None
 
     async def start(self) -> None:
         """Loads every override, applies them, then follows the changes."""
@@ -58,6 +68,8 @@ class ConfigChangeListener:
         await self._load_broker_overrides()
         if self.credentials is not None:
             self.credentials.load(await UserConfigs(zk).all_user_configs())
+        if self.quotas is not None:
+            await self.quotas.load(ClientQuotaConfigs(zk))
         for topic in await self.admin_zk.entity_names(TOPIC_ENTITY):
             self.topic_overrides[topic] = await self.admin_zk.entity_config(TOPIC_ENTITY, topic)
         self.apply_broker_overrides()
@@ -74,6 +86,8 @@ class ConfigChangeListener:
     ) -> None:
         """Makes ``overrides`` the topic's config on this broker (its logs change at once)."""
         self.topic_overrides[topic] = dict(overrides)
+        for listener in self.topic_listeners:
+            listener(topic, overrides)
         try:
             config = LogConfig.from_props(overrides, defaults or self.dynamic.log_defaults())
         except InvalidConfigError as e:
@@ -103,6 +117,8 @@ class ConfigChangeListener:
         new = [t for t in children if t not in self.topic_overrides]
         for topic in set(self.topic_overrides) - set(children):
             del self.topic_overrides[topic]  # the topic was deleted
+            for listener in self.topic_listeners:
+                listener(topic, {})
         if new:
             self._tasks.spawn(self._load_topics(new))
 
@@ -129,8 +145,10 @@ class ConfigChangeListener:
             self.apply_broker_overrides()
             await self.dynamic.reconfigure()  # listeners, connection limits, thread pools, cleaner
         elif entity_type == USER_ENTITY and self.credentials is not None:
-            # "<user>" or "<user>/clients/<client-id>" (quotas, not kept); "<default>" has no credentials.
+            # "<user>" or "<user>/clients/<client-id>" (quotas: below); "<default>" has no credentials.
             if "/" not in name and name != DEFAULT_ENTITY:
                 user = desanitize(name)
                 log.info("SCRAM credential change for user %s", user)
                 self.credentials.update_user(user, await UserConfigs(self.admin_zk.zk).user_config(user))
+        if self.quotas is not None and is_quota_entity_type(entity_type):
+            await self.quotas.reload(ClientQuotaConfigs(self.admin_zk.zk), entity_type, name)

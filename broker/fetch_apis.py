@@ -27,16 +27,21 @@ from typing import Any
 
 from broker.authorization import ALLOW_ALL, Authorization
 from broker.fetch_session import (
+    INVALID_SESSION_ID,
     ZERO_UUID,
     FetchContext,
     FetchManager,
     FetchSessionCache,
+    IncrementalFetchContext,
     PartitionFetch,
+    SessionErrorContext,
     SessionKey,
     key_of,
+    next_epoch,
 )
 from broker.metadata_cache import MetadataCache
 from broker.partition import READ_COMMITTED
+from broker.quota_manager import QuotaManagers
 from broker.replica_manager import FetchParams, FetchPartitionResult, FetchResults, ReplicaManager
 from network.handler_pool import Parked, park
 from network.request_channel import Request
@@ -55,6 +60,19 @@ INT32_MAX = 2**31 - 1
 DEFAULT_FETCH_MAX_BYTES = 57671680  # Kafka's fetch.max.bytes
 _EMPTY_RECORDS = b""
 _LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+def _throttled_session(context: FetchContext) -> tuple[int, int]:
+    """(error, session id) of the empty response to a throttled fetch (Kafka's getThrottledResponse):
+    an incremental session keeps its id (and its partitions' state), others have none."""
+    if isinstance(context, IncrementalFetchContext):
+        session = context.session
+        if session.epoch != next_epoch(context.request_epoch):
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id
+        return ErrorCode.NONE, session.id
+    if isinstance(context, SessionErrorContext):
+        return context.error, INVALID_SESSION_ID
+    return ErrorCode.NONE, INVALID_SESSION_ID
 
 
 def _batches_use_zstd(records: Any) -> bool:
@@ -99,6 +117,8 @@ class FetchApis:
         self.fetch_max_bytes = fetch_max_bytes
         self.sessions = FetchSessionCache(session_cache_slots)
         self.fetch_manager = FetchManager(self.sessions)
+        # Set by the server: client quotas and the leader's replication throttle (None: none).
+        self.quotas: QuotaManagers | None = None
 
     def handlers(self) -> dict[int, Any]:
         """api key -> handler, merged into KafkaApis."""
@@ -178,6 +198,12 @@ class FetchApis:
                 interesting.append(data)
 
         max_bytes = min(body.max_bytes if version >= 3 else INT32_MAX, self.fetch_max_bytes)
+        quotas = self.quotas
+        if quotas is not None and quotas.enabled and not is_from_follower:
+            # Kafka's maxQuotaWindowBytes: no more than one quota window's worth at once.
+            window = quotas.fetch.max_value_in_quota_window(request.principal.name, request.client_id or "")
+            if window < max_bytes:
+                max_bytes = int(window)
         params = FetchParams(
             replica_id=replica_id,
             max_wait_ms=body.max_wait_ms,
@@ -190,6 +216,8 @@ class FetchApis:
         respond = partial(
             self._fetch_response, context, interesting, erroneous, version, params, request.listener
         )
+        if quotas is not None:
+            respond = partial(self._after_quotas, quotas, request, context, is_from_follower, respond)
         if not interesting:
             return respond({})
         requests = [d.read_request() for d in interesting]
@@ -209,6 +237,59 @@ class FetchApis:
             return False
         local = partition.topic_id
         return bool(local.int) and local != data.topic_id
+
+    # -- quotas (Kafka's handleFetchRequest: processResponseCallback) --------------------------------
+
+    @staticmethod
+    def _after_quotas(
+        quotas: QuotaManagers,
+        request: Request,
+        context: FetchContext,
+        is_from_follower: bool,
+        respond: Any,
+        results: FetchResults,
+    ) -> Message:
+        """A follower's fetch counts the bytes of its throttled partitions against the leader's
+        replication throttle and is exempt from client quotas; a consumer's is recorded against its
+        request and fetch quotas and, when it violates one, gets an empty response carrying the throttle
+        time (its bytes taken back, its fetch session untouched) and its connection is muted."""
+        if is_from_follower:
+            leader = quotas.leader
+            if leader.throttled:
+                size = sum(
+                    r.info.length
+                    for (topic, partition), r in results.items()
+                    if r.info is not None and leader.is_throttled(topic, partition)
+                )
+                if size:
+                    leader.record(size)
+            if quotas.enabled:
+                quotas.request.maybe_record_exempt(request)
+            return respond(results)
+        if not quotas.enabled:
+            return respond(results)
+        user, client_id = request.principal.name, request.client_id or ""
+        size = sum(r.info.length for r in results.values() if r.info is not None)
+        requested = quotas.request.maybe_record_request(request)
+        fetch = quotas.fetch
+        bandwidth = fetch.record_and_get_throttle_time_ms(user, client_id, size) if fetch.enabled else 0
+        throttle_ms = max(bandwidth, requested)
+        if throttle_ms <= 0:
+            return respond(results)
+        if fetch.enabled:
+            fetch.unrecord(user, client_id, size)
+        if bandwidth > requested:
+            fetch.throttle(request, bandwidth)
+        else:
+            quotas.request.throttle(request, requested)
+        error, session_id = _throttled_session(context)
+        return FetchResponse(
+            throttle_time_ms=throttle_ms,
+            error_code=error,
+            session_id=session_id,
+            responses=[],
+            node_endpoints=[],
+        )
 
     # -- the response -------------------------------------------------------------------------------
 
@@ -282,6 +363,9 @@ class FetchApis:
                 error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             elif version < 4:
                 records, error = self._down_convert(info.records, version, data.fetch_offset, error)
+                if records and data.topic is not None:  # Kafka's FetchMessageConversionsPerSec
+                    converted = sum(h.records_count for _, h in record_batch.iter_headers(info.records))
+                    self.replica_manager.topic_stats.fetch_converted(data.topic, converted)
             else:
                 records = info  # a file region: the connection sends it by sendfile
         if error == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE:

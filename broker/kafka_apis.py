@@ -34,6 +34,7 @@ from broker.fetch_apis import FetchApis
 from broker.list_offsets import ListOffsetsApis
 from broker.metadata_cache import MetadataCache
 from broker.produce_apis import ProduceApis
+from broker.quota_manager import QuotaManagers
 from broker.refusals import log_refusal
 from broker.replica_manager import (
     METADATA_UPDATE,
@@ -139,6 +140,8 @@ class KafkaApis:
         self.replica_manager = replica_manager
         self._auto_create_topic = auto_create_topic
         self.features = features
+        # Set by the server: the client quotas every response goes through (None: no quotas).
+        self.quotas: QuotaManagers | None = None
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
@@ -177,7 +180,13 @@ class KafkaApis:
         return self._supported.get(api_key)
 
     async def handle(self, request: Request) -> Message | Parked | None:
-        return await self._handlers[request.api.key](request)
+        response = await self._handlers[request.api.key](request)
+        # Client quotas (broker/quota_manager.py): the one place every response is recorded against
+        # them and, if violated, gets throttle_time_ms and its connection muted (KIP-219).
+        quotas = self.quotas
+        if quotas is not None and quotas.enabled:
+            return quotas.respond(request, response)
+        return response
 
     # -- ApiVersions ------------------------------------------------------------------------------
 

@@ -69,6 +69,17 @@ class FollowerState:
         self.last_fetch_ms = now_ms
 
 
+class IsrStats:
+    """Committed ISR changes of the partitions a broker leads (Kafka's IsrExpandsPerSec and
+    IsrShrinksPerSec meters, as running totals: broker.broker_metrics)."""
+
+    __slots__ = ("expands", "shrinks")
+
+    def __init__(self) -> None:
+        self.expands = 0
+        self.shrinks = 0
+
+
 class Partition:
     def __init__(self, topic: str, partition: int, broker_id: int) -> None:
         self.topic = topic
@@ -85,6 +96,7 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.pending_isr: tuple[int, ...] | None = None  # an ISR change sent to the controller
         self.leader_epoch_start_offset = 0
+        self.isr_stats: IsrStats | None = None  # the replica manager's: committed ISR changes counted
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition} leader={self.leader_id} epoch={self.leader_epoch})"
@@ -306,6 +318,12 @@ class Partition:
         self.pending_isr = None
         if leader_epoch != self.leader_epoch or not self.is_leader:
             return False
+        stats = self.isr_stats
+        if stats is not None:  # Kafka's IsrExpandsPerSec / IsrShrinksPerSec
+            if any(r not in self.isr for r in isr):
+                stats.expands += 1
+            elif len(isr) < len(self.isr):
+                stats.shrinks += 1
         self.isr, self.partition_epoch = isr, partition_epoch
         return True
 

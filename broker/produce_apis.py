@@ -198,6 +198,11 @@ class ProduceApis(ReplicaApis):
                     (t, i, memoryview(rebuilt[(t, i)])) if (t, i) in rebuilt else (t, i, r)
                     for t, i, r in entries
                 ]
+                stats = self.replica_manager.topic_stats
+                for (t, _), batches in rebuilt.items():  # Kafka's ProduceMessageConversionsPerSec
+                    stats.produce_converted(
+                        t, sum(h.records_count for _, h in record_batch.iter_headers(batches))
+                    )
             compressed.clear()
             checked.clear()
         if transactional is not None or (

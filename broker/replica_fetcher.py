@@ -25,6 +25,7 @@ import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from broker.partition import Partition, storage_error
 from network.client import NetworkClient
@@ -35,6 +36,9 @@ from protocol.messages import FetchRequest, FetchResponse, ListOffsetsRequest, O
 from server_common.tasks import cancel_and_wait
 from storage.errors import StorageError
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Log
+
+if TYPE_CHECKING:
+    from broker.quota_manager import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,19 @@ class FetchSettings:
     on_io_error: Callable[[tuple[str, int], OSError], object] | None = None
     # How the leaders' inter-broker listener is reached (TLS, SASL): ClientSecurity.for_inter_broker.
     security: ClientSecurity | None = None
+    # follower.replication.throttled.rate over follower.replication.throttled.replicas (KIP-73;
+    # broker.quota_manager): a throttled partition not caught up is left out while over the rate.
+    quota: ReplicationQuotaManager | None = None
+
+
+class FetcherStats:
+    """What a broker's replica fetchers copied: bytes of records appended (Kafka's
+    ReplicationBytesInPerSec, as a running total: broker.broker_metrics)."""
+
+    __slots__ = ("bytes_in",)
+
+    def __init__(self) -> None:
+        self.bytes_in = 0
 
 
 @dataclass
@@ -85,6 +102,11 @@ class _PartitionState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    # Kafka's PartitionFetchState.isReplicaInSync: caught up to the leader's high watermark at the last
+    # fetch (none yet: not in sync); a replication throttle spares it.
+    in_sync: bool = False
+    # Kafka's FetcherLagMetrics: the leader's high watermark less this log's end, at the last fetch.
+    lag: int = 0
 
     @property
     def log(self) -> Log:
@@ -182,10 +204,19 @@ class FetchSessionHandler:
 class ReplicaFetcher:
     """Fetches a set of partitions from one leader broker."""
 
-    def __init__(self, settings: FetchSettings, leader_id: int, host: str, port: int, name: str) -> None:
+    def __init__(
+        self,
+        settings: FetchSettings,
+        leader_id: int,
+        host: str,
+        port: int,
+        name: str,
+        stats: FetcherStats | None = None,
+    ) -> None:
         self.settings = settings
         self.leader_id = leader_id
         self.name = name
+        self.stats = stats if stats is not None else FetcherStats()
         self._client = NetworkClient(
             host,
             port,
@@ -213,6 +244,10 @@ class ReplicaFetcher:
 
     def partitions(self) -> list[Partition]:
         return [state.partition for state in self._partitions.values()]
+
+    def lags(self) -> list[tuple[TopicPartition, int]]:
+        """Each followed partition's lag behind its leader as of its last fetch (0 before one)."""
+        return [(key, state.lag) for key, state in self._partitions.items()]
 
     def __len__(self) -> int:
         return len(self._partitions)
@@ -313,6 +348,10 @@ class ReplicaFetcher:
     async def _fetch(self) -> bool:
         states = self._ready(truncating=False)
         settings = self.settings
+        quota = settings.quota
+        if quota is not None and quota.throttled and quota.is_quota_exceeded():
+            # Kafka's shouldFollowerThrottle: out of this fetch while the throttle's rate is over.
+            states = [s for s in states if s.in_sync or not quota.is_throttled(*s.partition.key)]
         wanted: dict[TopicPartition, _PartitionData] = {
             s.partition.key: (
                 s.partition.topic_id,
@@ -411,6 +450,12 @@ class ReplicaFetcher:
         try:
             if p.records is not None and len(p.records):
                 lg.append_as_follower(p.records)
+                self.stats.bytes_in += len(p.records)
+            state.lag = max(0, p.high_watermark - lg.log_end_offset)
+            state.in_sync = state.lag == 0
+            quota = self.settings.quota
+            if quota is not None and p.records is not None and quota.is_throttled(*partition.key):
+                quota.record(len(p.records))
             high_watermark = lg.high_watermark
             lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset))
             start = min(p.log_start_offset, lg.high_watermark)
@@ -489,6 +534,7 @@ class ReplicaFetcherManager:
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._owner: dict[TopicPartition, tuple[int, int]] = {}
         self._retiring: set[asyncio.Task] = set()
+        self.stats = FetcherStats()  # shared by every fetcher, retired ones' counts kept
 
     def _index(self, key: TopicPartition) -> int:
         # Kafka's assignment of a partition to a fetcher: a stable hash of topic and partition.
@@ -505,7 +551,7 @@ class ReplicaFetcherManager:
         if fetcher is None:
             name = f"ReplicaFetcher-{self.settings.broker_id}-{fetcher_key[1]}-leader-{partition.leader_id}"
             fetcher = self._fetchers[fetcher_key] = ReplicaFetcher(
-                self.settings, partition.leader_id, host, port, name
+                self.settings, partition.leader_id, host, port, name, self.stats
             )
         fetcher.add(partition)
         self._owner[partition.key] = fetcher_key
@@ -530,6 +576,10 @@ class ReplicaFetcherManager:
                     self.add_partition(partition, *fetcher.endpoint)
         for fetcher_key in [k for k in self._fetchers if k[1] >= num_fetchers]:
             self._retire(fetcher_key)
+
+    def lags(self) -> list[tuple[TopicPartition, int]]:
+        """Every followed partition's lag behind its leader (Kafka's FetcherLagMetrics)."""
+        return [lag for fetcher in list(self._fetchers.values()) for lag in fetcher.lags()]
 
     def remove_partition(self, key: TopicPartition) -> None:
         fetcher_key = self._owner.pop(key, None)

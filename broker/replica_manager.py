@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.alter_partition_manager import AlterPartitionManager
+from broker.broker_metrics import BrokerTopicStats
 from broker.controller_fence import ControllerFence, Refusal
 from broker.metadata_cache import BrokerInfo, MetadataCache
-from broker.partition import READ_COMMITTED, Partition, storage_error
+from broker.partition import READ_COMMITTED, IsrStats, Partition, storage_error
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaSelector, preferred_read_replica
 from protocol.errors import ErrorCode, KafkaError
@@ -45,6 +46,7 @@ from storage.producer_state import SENTINEL, AppendOrigin, VerificationGuard
 
 if TYPE_CHECKING:
     from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
+    from broker.quota_manager import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -256,14 +258,17 @@ class DelayedFetch(DelayedOperation[FetchResults]):
             since = result.info.fetch_offset_metadata
             if self.params.from_follower:
                 available = partition.log.log_end_offset > since.message_offset
-                accumulated += self.params.min_bytes if available else 0
+                if available and not self.manager.should_leader_throttle(partition, self.params.replica_id):
+                    accumulated += self.params.min_bytes
                 continue
             found = partition.bytes_available(since, self.params.isolation_level)
             accumulated += self.params.min_bytes if found is None else found
         return accumulated >= self.params.min_bytes and self.complete()
 
     def on_complete(self) -> FetchResults:
-        return self.manager.read_from_local_logs(self.params, self.requests)
+        results = self.manager.read_from_local_logs(self.params, self.requests)
+        self.manager.record_bytes_out(self.params, results)
+        return results
 
 
 def first_few(names: list[str], shown: int = 5) -> str:
@@ -385,6 +390,13 @@ class ReplicaManager:
         self._state_change_lock = asyncio.Lock()
         self._log_preparation = ThreadPoolExecutor(LOG_PREPARATION_THREADS, "log-preparation")
         self._stopped = False  # set at shutdown: stops the preparation of logs
+        # Set by the server: leader.replication.throttled.rate over leader.replication.throttled.replicas
+        # (KIP-73; broker.quota_manager). None: no replication throttle.
+        self.leader_quota: ReplicationQuotaManager | None = None
+        # Kafka's BrokerTopicStats and ISR change meters, counted here as plain numbers and exposed by
+        # broker.broker_metrics.
+        self.topic_stats = BrokerTopicStats()
+        self.isr_stats = IsrStats()
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
@@ -615,6 +627,7 @@ class ReplicaManager:
             outcome.prepared += 1
         if partition is None:
             partition = self._partitions[tp] = Partition(tp[0], tp[1], self.broker_id)
+            partition.isr_stats = self.isr_stats
         if state.leader == self.broker_id:
             if self.fetchers is not None:
                 self.fetchers.remove_partition(tp)
@@ -724,18 +737,30 @@ class ReplicaManager:
         """Appends to each partition's leader log; errors are per partition. ``verification_guards``:
         the guards of the partitions whose transactional batches the coordinator verified."""
         results: ProduceResults = {}
+        stats = self.topic_stats
+        all_topics = stats.all_topics
         for topic, index, records in entries:
             tp = (topic, index)
+            all_topics.total_produce_requests += 1  # Kafka's BrokerTopicMetrics, as appendToLocalLog counts
             try:
                 partition = self.leader_partition(topic, index)
                 guard = verification_guards.get(tp, SENTINEL) if verification_guards else SENTINEL
                 info = partition.append_records_to_leader(records, required_acks, origin, guard)
             except KafkaError as e:
+                stats.produce_failed(topic, e.code, len(records))
                 results[tp] = ProducePartitionResult(error=e.code, message=e.message)
                 continue
             except OSError as e:  # the disk failed: the log dir goes offline (broker.log_dir_failure)
                 results[tp] = ProducePartitionResult(error=self.report_io_error(tp, e), message=str(e))
+                stats.produce_failed(topic, results[tp].error, len(records))
                 continue
+            topic_stats = stats.topic(topic)
+            topic_stats.total_produce_requests += 1
+            size = len(records)
+            topic_stats.bytes_in += size
+            all_topics.bytes_in += size
+            topic_stats.messages_in += info.num_records
+            all_topics.messages_in += info.num_records
             results[tp] = ProducePartitionResult(
                 base_offset=info.first_offset,
                 log_append_time=info.log_append_time,
@@ -861,6 +886,7 @@ class ReplicaManager:
                     params.fetch_only_from_leader,
                 )
             except KafkaError as e:
+                self.topic_stats.fetch_failed(request.topic, e.code)
                 results[tp] = self._error_result(tp, e.code)
                 continue
             except OSError as e:  # the disk failed: the log dir goes offline (broker.log_dir_failure)
@@ -870,6 +896,15 @@ class ReplicaManager:
                 self.update_follower_fetch_state(
                     partition, params.replica_id, request.fetch_offset, request.log_start_offset
                 )
+                quota = self.leader_quota
+                if (
+                    info.length
+                    and quota is not None
+                    and quota.throttled
+                    and self.should_leader_throttle(partition, params.replica_id)
+                ):
+                    # KIP-73: a throttled partition's records wait while the leader's rate is over.
+                    info = FetchDataInfo(info.fetch_offset_metadata)
             budget -= info.length
             if info.length:
                 min_one_message = False
@@ -882,6 +917,18 @@ class ReplicaManager:
                 aborted=info.aborted_transactions if params.isolation_level == READ_COMMITTED else None,
             )
         return results
+
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: the follower is out of the ISR, the partition is throttled on
+        this leader and the leader's replication rate is over its bound."""
+        quota = self.leader_quota
+        return (
+            quota is not None
+            and bool(quota.throttled)
+            and replica_id not in partition.isr
+            and quota.is_throttled(partition.topic, partition.partition)
+            and quota.is_quota_exceeded()
+        )
 
     def _error_result(self, tp: TopicPartition, code: int) -> FetchPartitionResult:
         partition = self._partitions.get(tp)
@@ -896,17 +943,36 @@ class ReplicaManager:
         """The fetch results: at once when there is enough data (or an error, or no wait asked for),
         else once the fetch purgatory finds enough or the max wait ends (long poll)."""
         results = self.read_from_local_logs(params, requests)
+        stats = self.topic_stats
+        for topic, _ in results:  # Kafka's TotalFetchRequestsPerSec: each partition of the first read
+            stats.topic(topic).total_fetch_requests += 1
+        stats.all_topics.total_fetch_requests += len(results)
         total = sum(r.info.length for r in results.values() if r.info is not None)
         errors = any(
             r.error != ErrorCode.NONE or r.diverging_epoch or r.preferred_read_replica >= 0
             for r in results.values()
         )
         if params.max_wait_ms <= 0 or not requests or total >= params.min_bytes or errors:
+            self.record_bytes_out(params, results)
             return completed(results)
         operation = DelayedFetch(self, params, requests, results)
         return self.fetch_purgatory.try_complete_else_watch(
             operation, [(r.topic, r.partition) for r in requests]
         )
+
+    def record_bytes_out(self, params: FetchParams, results: FetchResults) -> None:
+        """Counts the records a fetch answers with (Kafka's BrokerTopicStats.updateBytesOut): a
+        follower's as ReplicationBytesOut over all topics, a consumer's as BytesOut per topic and in all."""
+        stats = self.topic_stats
+        if params.from_follower:
+            stats.replication_bytes_out += sum(r.info.length for r in results.values() if r.info is not None)
+        elif params.from_consumer:
+            all_topics = stats.all_topics
+            for (topic, _), r in results.items():
+                info = r.info
+                if info is not None and info.length:
+                    stats.topic(topic).bytes_out += info.length
+                    all_topics.bytes_out += info.length
 
     def update_follower_fetch_state(
         self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1

@@ -23,6 +23,8 @@ from broker.admin_apis import AdminApis
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.authorization import ALLOW_ALL, Authorization
 from broker.broker_metrics import register_broker_metrics
+from broker.client_quota_apis import ClientQuotaApis
+from broker.client_quota_cache import ClientQuotaCache
 from broker.config import KafkaConfig
 from broker.controller_channel import (
     ControllerChannel,
@@ -46,6 +48,7 @@ from broker.log_dirs import LogDirsApis
 from broker.meta_properties import ensure_meta_properties, stored_cluster_id
 from broker.metadata_cache import BrokerEndpoint, BrokerInfo, MetadataCache
 from broker.producer_id_manager import ProducerIdManager
+from broker.quota_manager import QuotaManagers
 from broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.replica_selector import replica_selector_from_config
@@ -70,6 +73,7 @@ from storage.log_manager import LogManager
 from zk import znodes
 from zk.acls import AclChangeListener, ZkAclStore
 from zk.client import ZkClient
+from zk.client_quotas import ClientQuotaConfigs
 from zk.kafka_zk_client import KafkaZkClient
 from zk.user_configs import UserConfigs
 
@@ -121,6 +125,8 @@ class KafkaServer:
         # SCRAM credentials from /config/users, loaded before the listeners serve and kept current by
         # the config change listener; the SASL servers look users up in it.
         self.scram_credentials = CredentialCache()
+        # Client quotas from /config/clients and /config/users, loaded and kept current likewise.
+        self.client_quota_cache = ClientQuotaCache()
         self.authorization = ALLOW_ALL  # the authorizer's, once one is configured
         # authorizer.class.name: Kafka's AclAuthorizer over the ACLs in ZooKeeper, kept current by the
         # listener of /kafka-acl-changes and /kafka-acl-extended-changes.
@@ -133,6 +139,7 @@ class KafkaServer:
         # The registry every part's metrics go to, served at metrics.listener when it is set.
         self.metrics = Metrics()
         self.metrics_server: MetricsHttpServer | None = None
+        self.quotas: QuotaManagers | None = None  # client quotas and replication throttles
         self._tasks: list[asyncio.Task] = []
         self._registration: znodes.BrokerRegistration | None = None
         self._shutting_down = False
@@ -209,6 +216,7 @@ class KafkaServer:
             security=security,
         )
         admin.listener.credentials = self.scram_credentials  # loaded by admin.start(), below
+        admin.listener.quotas = self.client_quota_cache  # likewise
         # Before registering: the controller's first LeaderAndIsr may already make this broker lead
         # __consumer_offsets partitions, whose groups the coordinator then loads.
         groups = self.groups = GroupApis(
@@ -252,6 +260,13 @@ class KafkaServer:
         txn_partitions = self.txn_partitions = TxnPartitionApis(
             config, metadata_cache, replicas, groups.on_txn_marker_written, authorization=self.authorization
         )
+        fetch_apis = FetchApis(
+            metadata_cache,
+            replicas,
+            config["max.incremental.fetch.session.cache.slots"],
+            config["fetch.max.bytes"],
+            authorization=self.authorization,
+        )
         apis = KafkaApis(
             broker_id,
             metadata_cache,
@@ -264,20 +279,30 @@ class KafkaServer:
                 **txn_partitions.handlers(),
                 **log_dirs.handlers(),
                 **ScramApis(UserConfigs(zk), self.authorization).handlers(),
+                **ClientQuotaApis(
+                    ClientQuotaConfigs(zk), self.client_quota_cache, self.authorization
+                ).handlers(),
                 **AclApis(self.authorizer, self.authorization).handlers(),
                 **sasl_handlers(),  # SaslHandshake, SaslAuthenticate (network.sasl_server)
             },
             auto_create_topic=admin.auto_create_topic if config["auto.create.topics.enable"] else None,
             features=admin.features,
-            fetch_apis=FetchApis(
-                metadata_cache,
-                replicas,
-                config["max.incremental.fetch.session.cache.slots"],
-                config["fetch.max.bytes"],
-                authorization=self.authorization,
-            ),
+            fetch_apis=fetch_apis,
             authorization=self.authorization,
         )
+        # Quotas (broker/quota_manager.py): client quotas on every response (KafkaApis.handle, Fetch's
+        # in FetchApis), replication throttles on the leader's reads and the follower's fetches, fed by
+        # the per-broker dynamic configs and the topics' throttled-replica configs.
+        quotas = self.quotas = QuotaManagers.from_config(self.client_quota_cache, config)
+        apis.quotas = fetch_apis.quotas = quotas
+        replicas.leader_quota = quotas.leader
+        if replicas.fetchers is not None:
+            replicas.fetchers.settings.quota = quotas.follower
+        admin.listener.topic_listeners.append(quotas.apply_topic_config)
+        admin.dynamic.reconfigurables.append(
+            lambda _old, _new: quotas.apply_broker_configs(admin.dynamic.per_broker)
+        )
+        quotas.register_metrics(self.metrics)
         sockets = self.socket_server = SocketServer(
             config,
             apis,
@@ -291,6 +316,7 @@ class KafkaServer:
         admin.dynamic.reconfigurables.append(self._reconfigure)  # dynamic broker configs applied live
 
         await admin.start()
+        quotas.apply_broker_configs(admin.dynamic.per_broker)  # as loaded by admin.start()
         groups.startup()
         transactions.startup()
         await self._register()

@@ -34,7 +34,7 @@ from controller.context import (
     TopicPartition,
 )
 from controller.controller_zk import ControllerMovedError, ControllerZkClient
-from controller.election import ElectionStrategy
+from controller.election import Election, ElectionStrategy
 from controller.event_manager import ControllerEventManager
 from controller.events import (
     AlterPartitionReceived,
@@ -118,6 +118,8 @@ class KafkaController:
         self.zk = ControllerZkClient(zk, lambda: not self.is_active)
         self._events = ControllerEventManager(self._process, f"controller-event-thread-{self.id}")
         self._reign: _Reign | None = None
+        # Told of every leader elected for an existing partition (set before startup; controller_metrics).
+        self.on_elected: Callable[[ElectionStrategy, Election], None] | None = None
         self.active_controller_id = -1
         self._watched_topics: set[str] = set()
         self._watched_brokers: set[int] = set()
@@ -148,6 +150,15 @@ class KafkaController:
     @property
     def is_active(self) -> bool:
         return self._reign is not None and not self._reign.fenced
+
+    @property
+    def event_manager(self) -> ControllerEventManager:
+        return self._events
+
+    @property
+    def context(self) -> ControllerContext | None:
+        """The active controller's context (None while standing by)."""
+        return self._reign.context if self.is_active and self._reign is not None else None
 
     @property
     def prefix(self) -> str:
@@ -352,6 +363,7 @@ class KafkaController:
         partitions = PartitionStateMachine(
             context, self.zk, batch, self.config["unclean.leader.election.enable"], prefix
         )
+        partitions.on_elected = self.on_elected
         replicas = ReplicaStateMachine(context, self.zk, batch, prefix)
         deletion = TopicDeletionManager(context, self.zk, partitions, replicas, batch, prefix)
         elections = ReplicaElectionManager(

@@ -17,7 +17,7 @@ UpdateMetadata to every live broker.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from controller.context import ControllerContext, PartitionStatus, TopicPartition
 from controller.controller_zk import ControllerMovedError, ControllerZkClient
@@ -65,6 +65,8 @@ class PartitionStateMachine:
         self._batch = batch
         self._unclean_default = unclean_default
         self._prefix = prefix
+        # Told of each leader elected for an existing partition (controller_metrics counts them).
+        self.on_elected: Callable[[ElectionStrategy, Election], None] | None = None
 
     async def startup(self) -> None:
         """Sets each partition's state from its leadership, then elects where there is no live leader."""
@@ -241,6 +243,8 @@ class PartitionStateMachine:
             election, recipients = decisions[tp]
             context.leadership[tp] = written
             self._batch.add_leader_and_isr(recipients, tp, written, is_new=False)
+            if self.on_elected is not None:
+                self.on_elected(strategy, election)
             log.log(
                 logging.WARNING if election.unclean else logging.INFO,
                 "%s partition %s: leader %d -> %d (leader epoch %d), ISR %s -> %s (%s election%s)",

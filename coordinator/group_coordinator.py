@@ -43,6 +43,7 @@ from coordinator.leave_group import LeaveGroup, LeaveGroupResult, MemberIdentity
 from coordinator.rebalance import Rebalancer
 from coordinator.sync_group import SyncGroup
 from protocol.errors import ErrorCode
+from server_common.metrics import CounterChild
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class GroupCoordinator:
         self.offsets = GroupOffsets(self.status, self.heartbeats)
         self.admin = GroupAdmin(self.status)
         self._expiration: asyncio.Task[None] | None = None
+        # Kafka's offset-expiration-count (coordinator/coordinator_metrics.py exports it).
+        self.expired_offsets = CounterChild()
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -86,7 +89,7 @@ class GroupCoordinator:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.manager.expire_offsets()
+                self.expired_offsets.inc(await self.manager.expire_offsets())
             except Exception:
                 log.exception("offset expiration failed")
 

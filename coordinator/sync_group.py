@@ -17,6 +17,7 @@ from coordinator.heartbeats import Heartbeats
 from coordinator.rebalance import Rebalancer
 from protocol.errors import ErrorCode
 from server_common.futures import completed
+from server_common.metrics import CounterChild
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,8 @@ class SyncGroup:
         self.manager: GroupMetadataManager = status.manager
         self.rebalancer = rebalancer
         self.heartbeats = heartbeats
+        # Kafka's group-completed-rebalance-count (coordinator/coordinator_metrics.py exports it).
+        self.completed_rebalances = CounterChild()
 
     def handle(
         self,
@@ -98,6 +101,7 @@ class SyncGroup:
             self.manager.store_group(group, assignment).add_done_callback(
                 lambda done: self._on_assignment_stored(group, generation_id, member_id, assignment, done)
             )
+            self.completed_rebalances.inc()  # where Kafka records it: the leader's assignment received
         return future
 
     def _on_assignment_stored(

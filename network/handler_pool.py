@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -54,6 +55,9 @@ class KafkaRequestHandlerPool:
         self._num_threads = num_threads
         self._tasks: dict[int, asyncio.Task] = {}  # worker index -> its task
         self._started = False
+        # Seconds the workers have spent inside handlers since the start (their busy time, for the
+        # RequestHandlerAvgIdlePercent metric: network/request_metrics.py).
+        self.busy_seconds = 0.0
 
     @property
     def size(self) -> int:
@@ -83,12 +87,15 @@ class KafkaRequestHandlerPool:
         while index < self._num_threads:
             request = await self._channel.receive_request()
             connection = request.connection
+            request.dequeued_at = dequeued = time.monotonic()
             try:
                 response = await self._apis.handle(request)
             except Exception:
                 _log_failure(request)
                 connection.close()
             else:
+                request.api_local_done_at = done = time.monotonic()
+                self.busy_seconds += done - dequeued
                 if isinstance(response, Parked):
                     response.response.add_done_callback(partial(_write_parked_response, request))
                 else:

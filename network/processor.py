@@ -28,6 +28,7 @@ from network.frame_buffers import FrameBuffers, StagingBuffers
 from network.listener_security import PLAINTEXT, ListenerSecurity
 from network.memory_pool import MemoryPool
 from network.request_channel import Request, RequestChannel
+from network.request_metrics import NetworkMetrics
 from network.send import RegionSend
 from network.ssl_principal import NoMatchingRule, principal_from_certificate
 from protocol.api import Api, ApiKey
@@ -35,6 +36,7 @@ from protocol.frame import decode_request, encode_response, peek_request
 from protocol.framing import BadFrameSize, Frame, FrameReader, NeedBuffer
 from protocol.messages import Message
 from protocol.primitives import DecodeError, EncodeError
+from server_common.metrics import Metrics
 from server_common.principal import ANONYMOUS
 
 log = logging.getLogger(__name__)
@@ -50,8 +52,10 @@ _SLICE_WHEN_FULL = 1024
 # On a TLS connection a file region goes through the transport (encrypted: no sendfile, Kafka's
 # buffered fallback) this much at a time, the next part once the transport has less than this queued.
 _TLS_REGION_CHUNK = 256 * 1024
-# What a response's parts are when they are not file regions (network.send.FileRegion).
-_BUFFERS = (bytes, bytearray, memoryview)
+# What the output queue holds besides file regions (network.send.FileRegion): a response's buffers,
+# and after each response's parts its Request, marking where that response has been handed to the
+# socket in full.
+_BUFFERS_OR_END = (bytes, bytearray, memoryview, Request)
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -213,7 +217,9 @@ class Connection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _dispatch_next(self) -> None:
-        if self._in_handler or not self._backlog or self.closed:
+        # A throttled connection's requests already read wait too (KIP-219: Kafka reads one request at
+        # a time, so its muted channel holds everything back): _unthrottle dispatches them.
+        if self._in_handler or not self._backlog or self.closed or self._throttle_timer is not None:
             return
         request = self._backlog.popleft()
         self._in_handler = True
@@ -233,9 +239,14 @@ class Connection(asyncio.BufferedProtocol):
         """The response to ``request`` is ready (None: the request gets no response, as acks=0 Produce)."""
         if self.closed:
             return
+        request.response_complete_at = now = time.monotonic()
+        if not request.api_local_done_at:
+            request.api_local_done_at = now
         if body is not None:
             try:
-                request.response = encode_response(request.api, request.version, request.correlation_id, body)
+                request.response = response = encode_response(
+                    request.api, request.version, request.correlation_id, body
+                )
             except (EncodeError, ValueError, TypeError, AttributeError) as e:
                 log.error(
                     "cannot encode the %s v%d response to %s: %s",
@@ -246,17 +257,39 @@ class Connection(asyncio.BufferedProtocol):
                 )
                 self.close()
                 return
+            # The frame's size prefix, plus its 4 bytes: the response's size.
+            request.response_size = int.from_bytes(response[0][:4]) + 4
+            self.processor.network_metrics.completed(request, body)
         request.completed = True
         pending = self._pending
+        out = self._out
         while pending and pending[0].completed:
             done = pending.popleft()
+            done.response_dequeued_at = now
             if done.response is not None:
-                self._out.extend(done.response)
+                out.extend(done.response)
+                out.append(done)  # the end of its response
                 done.response = None
+            else:  # no response: the request ends here
+                done.response_sent_at = now
+                self.processor.network_metrics.record(done)
         if not self._awaiting_drain:
             self._pump()
-        self.last_active = time.monotonic()
+        self.last_active = now
         self._update_reading()
+
+    def _sent(self, requests: list[Request]) -> None:
+        """These requests' responses have been handed to the socket in full."""
+        now = time.monotonic()
+        record = self.processor.network_metrics.record
+        for request in requests:
+            request.response_sent_at = now
+            record(request)
+
+    def responses_queued(self) -> int:
+        """Responses complete but not yet handed to the socket in full."""
+        waiting = sum(1 for request in self._pending if request.completed and request.response is not None)
+        return waiting + sum(1 for item in self._out if type(item) is Request)
 
     def _pump(self) -> None:
         """Hands queued response data to the socket in order: buffers through the transport, file
@@ -265,11 +298,21 @@ class Connection(asyncio.BufferedProtocol):
         if transport is None or self.closed:
             return
         while out:
-            if isinstance(out[0], _BUFFERS):
+            if isinstance(out[0], _BUFFERS_OR_END):
                 batch = []
-                while out and isinstance(out[0], _BUFFERS):
-                    batch.append(out.popleft())
-                transport.writelines(batch)
+                ended: list[Request] | None = None
+                while out and isinstance(out[0], _BUFFERS_OR_END):
+                    item = out.popleft()
+                    if type(item) is Request:
+                        if ended is None:
+                            ended = []
+                        ended.append(item)
+                    else:
+                        batch.append(item)
+                if batch:
+                    transport.writelines(batch)
+                if ended is not None:
+                    self._sent(ended)
                 continue
             if self.tls:
                 if not self._write_region(transport):
@@ -336,6 +379,7 @@ class Connection(asyncio.BufferedProtocol):
     def _unthrottle(self) -> None:
         self._throttle_timer = None
         self._update_reading()
+        self._dispatch_next()
 
     @property
     def throttled(self) -> bool:
@@ -401,9 +445,14 @@ class Processor:
         max_request_size: int,
         on_close: Callable[[str], None],
         memory: MemoryPool | None = None,
+        network_metrics: NetworkMetrics | None = None,
     ) -> None:
-        """``memory`` is the pool shared by the server's processors (unbounded when not given)."""
+        """``memory`` is the pool shared by the server's processors (unbounded when not given);
+        ``network_metrics`` where the requests and connections are counted (the SocketServer's)."""
         self.id = processor_id
+        if network_metrics is None:
+            network_metrics = NetworkMetrics(Metrics(process=False))
+        self.network_metrics = network_metrics
         self.channel = channel
         self._supported = supported
         self.max_request_size = max_request_size
@@ -428,6 +477,7 @@ class Processor:
         listener the TLS handshake comes first: a connection that fails it (a plaintext client, a
         client certificate not trusted, a timeout) is closed and logged with its peer."""
         loop = asyncio.get_running_loop()
+        self.network_metrics.connection_created(listener)
         self.spawn(self._attach(loop, sock, listener, client_ip, security))
 
     async def _attach(
@@ -447,6 +497,7 @@ class Processor:
             except OSError as e:
                 log.debug("could not attach a connection from %s: %s", ip, e)
                 sock.close()
+                self.network_metrics.connection_closed(listener)
                 self._on_close(ip)
             return
         try:
@@ -470,6 +521,7 @@ class Processor:
                 " (a plaintext client on this TLS listener?)" if _looks_plaintext(e) else "",
             )
             sock.close()
+            self.network_metrics.connection_closed(listener)
             self._on_close(ip)
 
     def register(self, connection: Connection) -> None:
@@ -479,6 +531,7 @@ class Processor:
         if connection in self.connections:
             self.connections.discard(connection)
             self.closed_connections += 1
+            self.network_metrics.connection_closed(connection.listener)
             self._on_close(connection.client_ip)
 
     def reject(self, connection: Connection, reason: str) -> None:

@@ -39,7 +39,14 @@ class Request:
     dequeued_at: float = 0.0
     api_local_done_at: float = 0.0
     response_complete_at: float = 0.0
+    # The response's turn on its connection: every response before it complete (Kafka's response
+    # dequeue time; the response queue time ends, the send time starts).
+    response_dequeued_at: float = 0.0
     response_sent_at: float = 0.0
+    # For the request metrics and the request log (network/request_metrics.py): the encoded response's
+    # size in bytes (0: none) and the response's throttle_time_ms.
+    response_size: int = 0
+    throttle_time_ms: int = 0
     # Bytes of queued.max.request.bytes its frame holds until it has been handled (0: a small frame).
     reserved: int = 0
     # Filled in by the connection: the encoded response (None: nothing to send) once it is complete.

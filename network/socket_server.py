@@ -31,6 +31,8 @@ from network.listener_security import ListenerSecurity, listener_security
 from network.memory_pool import MemoryPool
 from network.processor import Processor
 from network.request_channel import RequestChannel
+from network.request_log import SLOW_SETTING, RequestLog
+from network.request_metrics import LoopIdleSampler, NetworkMetrics, register_network_metrics
 from protocol.api import Api
 from server_common.config import ConfigError, Endpoint, ServerConfig
 from server_common.metrics import Metrics
@@ -75,8 +77,18 @@ class SocketServer:
             for endpoint in config.listeners
         }
         self.memory = MemoryPool(config["queued.max.request.bytes"])
-        channel = RequestChannel(config["queued.max.requests"])
+        channel = self.channel = RequestChannel(config["queued.max.requests"])
         self._handler_pool = KafkaRequestHandlerPool(channel, handler, config["num.io.threads"])
+        # The request metrics, the request log (samsa.request.log.slow.ms: a broker setting only) and
+        # the gauges of the queues, connections and idle shares (network/request_metrics.py).
+        try:
+            slow_ms = config[SLOW_SETTING]
+        except KeyError:
+            slow_ms = 0
+        self.network_metrics = NetworkMetrics(self.metrics, RequestLog(slow_ms))
+        pool = self._handler_pool
+        self._idle_sampler = LoopIdleSampler(lambda: pool.busy_seconds, lambda: pool.size)
+        self._idle_sampling: asyncio.Task | None = None
         quotas = self.quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"], per_ip_overrides or {}
         )
@@ -87,7 +99,15 @@ class SocketServer:
         )
         self._processing = False
         self.processors = [
-            Processor(i, channel, supported, config["socket.request.max.bytes"], quotas.closed, self.memory)
+            Processor(
+                i,
+                channel,
+                supported,
+                config["socket.request.max.bytes"],
+                quotas.closed,
+                self.memory,
+                self.network_metrics,
+            )
             for i in range(config["num.network.threads"])
         ]
         self.acceptors = [
@@ -98,6 +118,7 @@ class SocketServer:
         ]
         self._housekeeping: asyncio.Task | None = None
         self._closed_at_trim = 0
+        register_network_metrics(self, self._idle_sampler)
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -154,6 +175,7 @@ class SocketServer:
         for acceptor in self.acceptors:
             acceptor.start()
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep())
+        self._idle_sampling = asyncio.get_running_loop().create_task(self._idle_sampler.run())
 
     async def _housekeep(self) -> None:
         interval = STALLED_REQUEST_SECONDS / 6
@@ -173,7 +195,7 @@ class SocketServer:
     async def shutdown(self) -> None:
         for acceptor in self.acceptors:
             await acceptor.close()
-        await cancel_and_wait([self._housekeeping])
+        await cancel_and_wait([self._housekeeping, self._idle_sampling])
         for processor in self.processors:
             processor.close_all()
         await self._handler_pool.shutdown()

@@ -75,6 +75,8 @@ ADVERTISED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (0, 3),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # The lowest version named in the ApiVersions response where it differs from the lowest one served.

@@ -69,6 +69,10 @@ from storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
+# Told how long each flush that wrote something took, in ms, from the thread that flushed: Kafka's
+# LogFlushStats timer, which is one per process there too (the broker's metrics set it). None: untimed.
+flush_timer: Callable[[float], None] | None = None
+
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -881,6 +885,7 @@ class Log:
         """fsyncs the segments (and their indexes, snapshots, directory) holding data below `offset`
         (default: the log end) and raises the recovery point to it. May block: call it off the loop."""
         with self._flush_lock:
+            started = time.monotonic()
             with self._lock:
                 target = self._leo if offset is None else min(offset, self._leo)
                 if target <= self.recovery_point:
@@ -912,6 +917,9 @@ class Log:
                 self.last_flush_ms = self._time_ms()
                 if self._pending_roll_flush is not None and self._pending_roll_flush <= target:
                     self._pending_roll_flush = None
+            timer = flush_timer
+            if timer is not None:
+                timer((time.monotonic() - started) * 1000)
 
     def flush_if_due(self) -> bool:
         """The periodic flush: segments rolled since the last flush, or everything when flush.ms passed."""

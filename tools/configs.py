@@ -17,10 +17,18 @@ before any broker runs) it reads and writes ``/config/users/<user>`` directly (z
 
 Messages, output lines and exit codes are ConfigCommand's: a bad command line prints its message on
 stderr and exits 1; a request that fails prints ``Error while executing config command with args
-'...'`` and the error on stderr, exit 1. Departures: Samsa has no client quotas, so the quota configs of
-users, and the entity types clients, ips, client-metrics and groups, are refused saying so, as is
-``--bootstrap-controller`` (KRaft's); an invalid SCRAM credential property is reported without echoing
-the password, and so is the command line repeated after a failed request.
+'...'`` and the error on stderr, exit 1.
+
+- users and clients (``--user``, ``--client``, ``--user-defaults``, ``--client-defaults``, or both
+  ``users`` and ``clients`` for a user/client pair): client quotas (``producer_byte_rate``,
+  ``consumer_byte_rate``, ``request_percentage``, ``controller_mutation_rate``) through
+  DescribeClientQuotas / AlterClientQuotas, printed as ``Quota configs for user-principal 'alice' are
+  producer_byte_rate=1048576.0`` (tools/config_quotas.py).
+
+Departures: the entity types ips, client-metrics and groups are refused saying so (Samsa has no
+connection-rate quotas, client metrics or group configs), as is ``--bootstrap-controller`` (KRaft's);
+an invalid SCRAM credential property is reported without echoing the password, and so is the command
+line repeated after a failed request.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from protocol.messages import (
 from protocol.topic import topic_name_error
 from server_common.config import read_properties
 from server_common.scram import MECHANISMS, MECHANISMS_BY_TYPE, ScramCredential, secure_random_salt
-from tools import command_config
+from tools import command_config, config_quotas
 from tools.admin_client import AdminClient, AdminError
 from tools.usage import CommandLineError, UsageError, UsageParser, run_command
 
@@ -54,7 +62,6 @@ BROKER_LOGGERS, CLIENT_METRICS, GROUPS = "broker-loggers", "client-metrics", "gr
 ENTITY_TYPES = (TOPICS, CLIENTS, USERS, BROKERS, IPS, BROKER_LOGGERS, CLIENT_METRICS, GROUPS)
 ZK_ENTITY_TYPES = (USERS, BROKERS)
 UNSUPPORTED = {
-    CLIENTS: "client quotas",
     IPS: "connection quotas",
     CLIENT_METRICS: "client metrics subscriptions (KIP-714)",
     GROUPS: "group configs (KIP-848)",
@@ -426,6 +433,8 @@ class ConfigService:
             if invalid:
                 raise CommandLineError(f"Invalid broker logger(s): {','.join(invalid)}")
             await self._incremental(BROKER_LOGGER_RESOURCE, name, to_add, to_delete)
+        elif kind == CLIENTS or len(self.types) == 2:  # a client, or a user and a client
+            await self._alter_clients(to_add, to_delete)
         else:
             await self._alter_user(name, to_add, to_delete)
         if name:
@@ -461,7 +470,8 @@ class ConfigService:
                 "--bootstrap-server."
             )
         if quotas:
-            raise CommandLineError(f"Samsa has no client quotas: {', '.join(quotas)} cannot be set")
+            await self._alter_quotas(to_add, to_delete)
+            return
         upsertions = []
         for mechanism, value in to_add.items():
             iterations, password = scram_iterations_and_password(mechanism, value)
@@ -486,6 +496,40 @@ class ConfigService:
         for result in response.results:
             if result.error_code != ErrorCode.NONE:
                 raise CommandError(result.error_code, result.error_message)
+
+    async def _alter_clients(self, to_add: dict[str, str], to_delete: list[str]) -> None:
+        """A client's or a user/client pair's configs: client quotas only."""
+        unknown_add = [k for k in to_add if k not in QUOTA_CONFIGS]
+        unknown_delete = [k for k in to_delete if k not in QUOTA_CONFIGS]
+        if unknown_add:
+            raise CommandLineError(
+                f"Only quota configs can be added for '{CLIENTS}' using --bootstrap-server. "
+                f"Unexpected config names: {_scala_list('Set', unknown_add)}"
+            )
+        if unknown_delete:
+            raise CommandLineError(
+                f"Only quota configs can be deleted for '{CLIENTS}' using --bootstrap-server. "
+                f"Unexpected config names: {_scala_list('ArrayBuffer', unknown_delete)}"
+            )
+        await self._alter_quotas(to_add, to_delete)
+
+    async def _quotas(self, names: list[str]) -> list[tuple[config_quotas.Entity, dict[str, float]]]:
+        """DescribeClientQuotas with ConfigCommand's strict filter for the entity types and names."""
+        request = config_quotas.describe_request(self.types, names)
+        response = await self.admin.send(ApiKey.DESCRIBE_CLIENT_QUOTAS, request)
+        if response.error_code != ErrorCode.NONE:
+            raise CommandError(response.error_code, response.error_message)
+        return config_quotas.described_entities(response)
+
+    async def _alter_quotas(self, to_add: dict[str, str], to_delete: list[str]) -> None:
+        """ConfigCommand.alterQuotaConfigs: the entity's quotas read, then one AlterClientQuotas entry."""
+        found = await self._quotas(self.names)
+        old = found[0][1] if found else {}
+        request = config_quotas.alter_request(self.types, self.names, old, to_add, to_delete)
+        response = await self.admin.send(ApiKey.ALTER_CLIENT_QUOTAS, request)
+        for entry in response.entries:
+            if entry.error_code != ErrorCode.NONE:
+                raise CommandError(entry.error_code, entry.error_message)
 
     async def _alter_incrementally(
         self, resource: int, kind: str, name: str, to_add: dict[str, str], to_delete: list[str]
@@ -587,7 +631,7 @@ class ConfigService:
 
     async def describe(self) -> None:
         kind = self.types[0]
-        if kind == USERS:
+        if kind in (USERS, CLIENTS):
             await self._describe_users()
             return
         resource = {TOPICS: TOPIC_RESOURCE, BROKERS: BROKER_RESOURCE, BROKER_LOGGERS: BROKER_LOGGER_RESOURCE}[
@@ -614,8 +658,10 @@ class ConfigService:
                 print(f"  {entry.name}={_java(entry.value)} sensitive={sensitive} synonyms={{{synonyms}}}")
 
     async def _describe_users(self) -> None:
-        """Quota lines (none: Samsa has no quotas), then the SCRAM credentials unless clients or the
-        default user are named (ConfigCommand.describeClientQuotaAndUserScramCredentialConfigs)."""
+        """Quota lines, then the SCRAM credentials unless clients or the default user are named
+        (ConfigCommand.describeClientQuotaAndUserScramCredentialConfigs)."""
+        for entity, values in await self._quotas(self.names):
+            print(config_quotas.quota_line(entity, values))
         if CLIENTS in self.types or "" in self.names:
             return
         request = DescribeUserScramCredentialsRequest(

@@ -14,10 +14,18 @@ Actions, JSON formats, outputs, messages and exit codes are Kafka's:
 
 ``--command-config FILE`` gives the client's security settings (TLS, SASL; tools/command_config.py).
 
+Replication throttles (KIP-73, Kafka's ReassignPartitionsCommand): ``--execute --throttle B`` sets
+``leader.replication.throttled.replicas`` (each moving partition's current replicas) and
+``follower.replication.throttled.replicas`` (its new replicas) on the topics, and
+``leader.replication.throttled.rate`` / ``follower.replication.throttled.rate`` = B on every broker
+involved (resubmitting with ``--additional`` changes it); ``--replica-alter-log-dirs-throttle B`` sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on the brokers with log-directory moves. ``--verify``
+once nothing is in progress, and ``--cancel``, clear every one of these (broker-level on every broker,
+topic-level on the file's topics) unless ``--preserve-throttles``.
+
 Usage errors go to stderr with the usage (exit 1); a failed action prints ``Error: <message>`` on stdout
-(exit 1). Samsa has no replication throttles and no log-directory moves, so ``--throttle``,
-``--replica-alter-log-dirs-throttle``, ``--timeout`` and ``--preserve-throttles`` are not offered,
-``--verify`` and ``--cancel`` clear no throttles, and a ``log_dirs`` entry other than "any" is refused.
+(exit 1). A ``log_dirs`` entry other than "any" is refused: this tool makes no log-directory moves
+(``--timeout``, which bounds waiting for them, is accepted and unused).
 """
 
 from __future__ import annotations
@@ -27,12 +35,13 @@ import asyncio
 import json
 import sys
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, KafkaError, description
 from protocol.messages import (
     AlterPartitionReassignmentsRequest,
+    IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
 from server_common.replica_assignment import BrokerMetadata, assign_replicas
@@ -50,13 +59,35 @@ REQUIRED = {
     "cancel": ("reassignment_json_file",),
     "list": (),
 }
-PERMITTED = {"generate": ("disable_rack_aware",), "execute": ("additional",)}
+PERMITTED = {
+    "generate": ("disable_rack_aware",),
+    "execute": ("additional", "throttle", "replica_alter_log_dirs_throttle", "timeout"),
+    "verify": ("preserve_throttles",),
+    "cancel": ("preserve_throttles", "timeout"),
+}
 OPTIONS = (
     "reassignment_json_file",
     "topics_to_move_json_file",
     "broker_list",
     "disable_rack_aware",
     "additional",
+    "throttle",
+    "replica_alter_log_dirs_throttle",
+    "timeout",
+    "preserve_throttles",
+)
+# Kafka's ReassignPartitionsCommand.BROKER_LEVEL_THROTTLES and TOPIC_LEVEL_THROTTLES.
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+BROKER_LEVEL_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE)
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+TOPIC_LEVEL_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # ConfigResource.Type
+SET, DELETE = 0, 1  # AlterConfigOp.OpType
+RUN_VERIFY_WARNING = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle "
+    "is removed."
 )
 REQUEST_TIMEOUT_MS = 30_000
 CANNOT_EXECUTE = (
@@ -121,9 +152,45 @@ def _parser() -> UsageParser:
     p.add_argument(
         "--additional",
         action="store_true",
-        help="Execute this reassignment in addition to any other ongoing ones.",
+        help="Execute this reassignment in addition to any other ongoing ones. This option can also be "
+        "used to change the throttle of an ongoing reassignment.",
+    )
+    p.add_argument(
+        "--throttle",
+        metavar="throttle",
+        type=_long,
+        default=-1,
+        help="The movement of partitions between brokers will be throttled to this value (bytes/sec). "
+        "This option can be included with --execute when a reassignment is started, and it can be altered "
+        "by resubmitting the current reassignment along with the --additional flag. The throttle rate "
+        "should be at least 1 KB/s.",
+    )
+    p.add_argument(
+        "--replica-alter-log-dirs-throttle",
+        metavar="replicaAlterLogDirsThrottle",
+        type=_long,
+        default=-1,
+        help="The movement of replicas between log directories on the same broker will be throttled to "
+        "this value (bytes/sec).",
+    )
+    p.add_argument(
+        "--timeout",
+        metavar="timeout",
+        type=_long,
+        default=10000,
+        help="The maximum time in ms to wait for log directory replica assignment to begin.",
+    )
+    p.add_argument(
+        "--preserve-throttles", action="store_true", help="Do not modify broker or topic throttles."
     )
     return p
+
+
+def _long(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'For input string: "{text}"') from None
 
 
 def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
@@ -208,6 +275,46 @@ def parse_topics_json(text: str) -> list[str]:
         return [item["topic"] for item in items]
     except (KeyError, TypeError):
         raise CommandError("No such field exists: `topic`") from None
+
+
+class Move(NamedTuple):
+    """Kafka's PartitionMove: the replicas a partition is copied from and those it is copied to."""
+
+    sources: frozenset[int]
+    destinations: frozenset[int]
+
+
+def move_map(
+    ongoing: dict[tuple[str, int], Any], proposed: Assignment, current: Assignment
+) -> dict[str, dict[int, Move]]:
+    """Kafka's calculateProposedMoveMap: per topic and partition, the sources (the replicas before any
+    reassignment in progress, else the current ones) and the destinations (the new replicas not among
+    them)."""
+    moves: dict[str, dict[int, Move]] = {}
+    for (topic, partition), r in ongoing.items():
+        sources = frozenset(set(r.replicas) - set(r.adding_replicas))
+        moves.setdefault(topic, {})[partition] = Move(sources, frozenset(r.adding_replicas))
+    for (topic, partition), replicas in proposed.items():
+        partitions = moves.setdefault(topic, {})
+        if partition in partitions:
+            sources = partitions[partition].sources
+        else:
+            sources = frozenset(current.get((topic, partition), []))
+        partitions[partition] = Move(sources, frozenset(replicas) - sources)
+    return moves
+
+
+def leader_throttles(partitions: dict[int, Move]) -> str:
+    """calculateLeaderThrottles: ``partition:broker`` for every source replica (sorted as Kafka's TreeSet
+    of strings)."""
+    return ",".join(sorted({f"{p}:{b}" for p, m in partitions.items() for b in m.sources}))
+
+
+def follower_throttles(partitions: dict[int, Move]) -> str:
+    """calculateFollowerThrottles: ``partition:broker`` for every destination not a source."""
+    return ",".join(
+        sorted({f"{p}:{b}" for p, m in partitions.items() for b in m.destinations if b not in m.sources})
+    )
 
 
 class ReassignCommand:
@@ -337,6 +444,15 @@ class ReassignCommand:
             f"Current partition replica assignment\n\n{reassignment_json.format_reassignment(rollback)}\n\n"
             "Save this to use as the --reassignment-json-file option during rollback"
         )
+        throttle, log_dirs_throttle = self.args.throttle, self.args.replica_alter_log_dirs_throttle
+        if throttle >= 0 or log_dirs_throttle >= 0:
+            print(RUN_VERIFY_WARNING)
+            if throttle >= 0:
+                ongoing = await self._reassignments(None)
+                await self._set_reassignment_throttle(move_map(ongoing, proposed, current), throttle)
+            if log_dirs_throttle >= 0:
+                # Brokers with log-directory moves: none, as this tool makes none.
+                print(f"The replica-alter-dir throttle limit was set to {log_dirs_throttle} B/s")
         errors = await self._alter(dict(proposed))
         if errors:
             raise TerseError(
@@ -371,6 +487,93 @@ class ReassignCommand:
                     f"{replicas} rather than {target}."
                 )
         print("\n".join(lines))
+        if not any(tp in ongoing for tp in targets) and not self.args.preserve_throttles:
+            await self._clear_all_throttles(targets)
+
+    # -- throttles ------------------------------------------------------------------------------
+
+    async def _set_reassignment_throttle(self, moves: dict[str, dict[int, Move]], throttle: int) -> None:
+        """Kafka's modifyReassignmentThrottle: the topics' throttled replicas, then the rate on every
+        broker a move involves."""
+        topic_ops: dict[str, list[tuple[str, int, str | None]]] = {
+            topic: [
+                (LEADER_REPLICAS, SET, leader_throttles(partitions)),
+                (FOLLOWER_REPLICAS, SET, follower_throttles(partitions)),
+            ]
+            for topic, partitions in moves.items()
+        }
+        await self._alter_configs(TOPIC_RESOURCE, topic_ops)
+        brokers = sorted(
+            {
+                b
+                for partitions in moves.values()
+                for m in partitions.values()
+                for b in m.sources | m.destinations
+            }
+        )
+        await self._alter_configs(
+            BROKER_RESOURCE,
+            {
+                str(b): [(LEADER_RATE, SET, str(throttle)), (FOLLOWER_RATE, SET, str(throttle))]
+                for b in brokers
+            },
+        )
+        print(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+    async def _clear_all_throttles(self, targets: Assignment) -> None:
+        """Kafka's clearAllThrottles: the broker-level throttles of every broker of the cluster and of the
+        targets, the topic-level throttles of the targets' topics."""
+        brokers = {b.node_id for b in (await self.admin.metadata([])).brokers}
+        brokers.update(b for replicas in targets.values() for b in replicas)
+        print(
+            f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
+            + ",".join(map(str, sorted(brokers)))
+        )
+        await self._alter_configs(
+            BROKER_RESOURCE, {str(b): [(n, DELETE, None) for n in BROKER_LEVEL_THROTTLES] for b in brokers}
+        )
+        topics = sorted({t for t, _ in targets})
+        print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} " + ",".join(topics))
+        await self._alter_configs(
+            TOPIC_RESOURCE, {t: [(n, DELETE, None) for n in TOPIC_LEVEL_THROTTLES] for t in topics}
+        )
+
+    async def _alter_configs(
+        self, resource_type: int, changes: dict[str, list[tuple[str, int, str | None]]]
+    ) -> None:
+        """IncrementalAlterConfigs; a broker's own configs go to that broker (as Kafka's Admin sends them)."""
+
+        def request(names: list[str]) -> IncrementalAlterConfigsRequest:
+            return IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        resource_type=resource_type,
+                        resource_name=name,
+                        configs=[
+                            IncrementalAlterConfigsRequest.AlterableConfig(
+                                name=key, config_operation=op, value=value
+                            )
+                            for key, op, value in changes[name]
+                        ],
+                    )
+                    for name in names
+                ],
+                validate_only=False,
+            )
+
+        if resource_type == BROKER_RESOURCE:
+            responses = [
+                await self.admin.send_to_node(ApiKey.INCREMENTAL_ALTER_CONFIGS, request([name]), int(name))
+                for name in sorted(changes, key=int)
+            ]
+        elif changes:
+            responses = [await self.admin.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, request(sorted(changes)))]
+        else:
+            responses = []
+        for response in responses:
+            for result in response.responses:
+                if result.error_code != ErrorCode.NONE:
+                    raise CommandError(result.error_message or description(result.error_code))
 
     async def cancel(self) -> None:
         targets = parse_execute_json(_read(self.args.reassignment_json_file))
@@ -379,6 +582,8 @@ class ReassignCommand:
         active = sorted(tp for tp, r in ongoing.items() if not r.adding_replicas or r.removing_replicas)
         if not active:
             print("None of the specified partition reassignments are active.")
+            if not self.args.preserve_throttles:
+                await self._clear_all_throttles(targets)
             return
         errors = await self._alter(dict.fromkeys(active))
         if errors:
@@ -390,6 +595,8 @@ class ReassignCommand:
             f"Successfully cancelled partition reassignment{'' if len(active) == 1 else 's'} for: "
             + ",".join(map(_partition, active))
         )
+        if not self.args.preserve_throttles:
+            await self._clear_all_throttles(targets)
 
     async def list(self) -> None:
         ongoing = await self._reassignments(None)

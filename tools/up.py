@@ -4,10 +4,12 @@
 M controllers (ids 9001, ...) and N brokers (ids 1..N) as its child processes, each with a config file and
 a log file of its own under the data dir (tools/local_cluster_nodes.py shows the layout). It prints
 ``started <role> <id> pid=<pid>`` per process, waits until a controller is active and every broker is
-registered and answering, prints ``bootstrap.servers=HOST:PORT,...`` and then supervises: a node that dies
-is reported as ``exited <role> <id> code=<c>``; the others keep running. SIGINT or SIGTERM stops the
-controllers, then the brokers (which then skip a controlled shutdown: the whole cluster stops), then
-ZooKeeper, saying what it waits for; a second signal kills whatever is left.
+registered and answering, prints ``metrics <role> <id> http://HOST:PORT/metrics`` for each controller and
+broker (its Prometheus endpoint, ``metrics.listener``, on a port of its own kept across its restarts),
+then ``bootstrap.servers=HOST:PORT,...`` and then supervises: a node that dies is reported as
+``exited <role> <id> code=<c>``; the others keep running. SIGINT or SIGTERM stops the controllers, then
+the brokers (which then skip a controlled shutdown: the whole cluster stops), then ZooKeeper, saying what
+it waits for; a second signal kills whatever is left.
 
 Broker settings: ``--config FILE`` (a base server.properties), ``--override KEY=VALUE`` (every broker, and
 the controllers for the settings they share), ``--broker-override ID:KEY=VALUE`` (one broker),
@@ -188,6 +190,12 @@ def save_settings(data_dir: Path, settings: dict[str, Any]) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     saved = {**settings, "broker_overrides": {str(b): p for b, p in settings["broker_overrides"].items()}}
     (data_dir / SAVED_SETTINGS).write_text(json.dumps(saved, indent=1, sort_keys=True) + "\n")
+
+
+def metrics_lines(cluster: LocalCluster) -> list[str]:
+    """``metrics <role> <id> <url>`` for each controller and broker serving its Prometheus endpoint."""
+    nodes = [*cluster.controllers.values(), *cluster.brokers.values()]
+    return [f"metrics {node.ROLE} {node.id} {node.metrics_url}" for node in nodes if node.metrics_url]
 
 
 def validate(cluster: LocalCluster) -> None:
@@ -420,6 +428,8 @@ def up(argv: list[str]) -> int:
         if supervisor.stop_requested:
             return 0
         cluster.disconnect()
+        for line in metrics_lines(cluster):
+            _out(line)
         _out(f"bootstrap.servers={cluster.bootstrap}")
         if cluster.client_properties_path is not None:
             _out(f"client.properties={cluster.client_properties_path}")

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -33,6 +33,9 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
+
+if TYPE_CHECKING:
+    from server_common.metrics import HistogramChild
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,8 @@ class ZkClient:
         )
         self._kazoo.add_listener(self._on_state)
         self._watches: list[Any] = []
+        # Told each request's latency in ms on the event loop (zk/zk_metrics.py sets it), or None.
+        self.request_latency: HistogramChild | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -157,25 +162,34 @@ class ZkClient:
 
     # -- the bridge -----------------------------------------------------------------------------
 
-    def _future(self, async_result: Any) -> asyncio.Future:
+    def _future(self, async_result: Any, started: float) -> asyncio.Future:
+        """``started``: when the request was handed to kazoo (monotonic), for its latency."""
         loop = self._loop or asyncio.get_running_loop()
         future = loop.create_future()
 
-        def fail(e: BaseException) -> None:  # on the loop
+        def observe(elapsed_ms: float) -> None:
+            latency = self.request_latency
+            if latency is not None:
+                latency.observe(elapsed_ms)
+
+        def fail(e: BaseException, elapsed_ms: float) -> None:  # on the loop
+            observe(elapsed_ms)
             if not future.done():
                 future.set_exception(e)
 
-        def succeed(value: Any) -> None:  # on the loop
+        def succeed(value: Any, elapsed_ms: float) -> None:  # on the loop
+            observe(elapsed_ms)
             if not future.done():
                 future.set_result(value)
 
         def done(result: Any) -> None:  # on a kazoo thread
+            elapsed_ms = (time.monotonic() - started) * 1000
             try:
                 value = result.get_nowait()
             except Exception as e:
-                loop.call_soon_threadsafe(fail, e)
+                loop.call_soon_threadsafe(fail, e, elapsed_ms)
             else:
-                loop.call_soon_threadsafe(succeed, value)
+                loop.call_soon_threadsafe(succeed, value, elapsed_ms)
 
         async_result.rawlink(done)
         return future
@@ -190,7 +204,8 @@ class ZkClient:
         deadline = time.monotonic() + self.operation_timeout
         while True:
             try:
-                return await self._future(start())
+                started = time.monotonic()
+                return await self._future(start(), started)
             except _RETRYABLE as e:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -84,8 +84,6 @@ NOT_SERVED_YET: dict[int, str] = {
     RENEW_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
     EXPIRE_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
     DESCRIBE_DELEGATION_TOKEN: "delegation tokens (no issue yet)",
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: "quotas (issue 20)",
-    ApiKey.ALTER_CLIENT_QUOTAS: "quotas (issue 20)",
 }
 
 # Advertised as Kafka 3.9 does, but served from a higher version (the lower ones are refused).

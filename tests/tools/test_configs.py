@@ -11,7 +11,11 @@ import pytest
 
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode
-from protocol.messages import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
+from protocol.messages import (
+    AlterUserScramCredentialsResponse,
+    DescribeClientQuotasResponse,
+    DescribeUserScramCredentialsResponse,
+)
 from server_common.scram import MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from tools import COMMANDS, configs
 from tools.configs import (
@@ -157,8 +161,8 @@ def parse(argv: list[str]) -> Any:
             "--bootstrap-controller is for KRaft controllers",
         ),
         (
-            ["--bootstrap-server", "h:1", "--describe", "--entity-type", "clients"],
-            "Entity type clients is not supported by Samsa: it has no client quotas",
+            ["--bootstrap-server", "h:1", "--describe", "--entity-type", "ips"],
+            "Entity type ips is not supported by Samsa: it has no connection quotas",
         ),
     ],
 )
@@ -262,10 +266,8 @@ async def test_alter_user_error_is_reported_as_kafka() -> None:
     )
 
 
-async def test_user_quota_configs_refused_samsa_has_no_quotas() -> None:
+async def test_user_configs_mixing_quotas_and_scram_or_unknown_keys_refused() -> None:
     admin = FakeAdmin({})
-    with pytest.raises(CommandLineError, match="Samsa has no client quotas"):
-        await service(admin, ["--alter", "--user", "a", "--add-config", "producer_byte_rate=1024"]).alter()
     with pytest.raises(CommandLineError, match="Cannot alter both quota and SCRAM credential configs"):
         await service(
             admin,
@@ -291,7 +293,12 @@ async def test_describe_users_prints_kafkas_lines(capsys: Any) -> None:
             Result(user="twice", error_code=ErrorCode.DUPLICATE_RESOURCE, error_message="dup"),
         ],
     )
-    admin = FakeAdmin({ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: response})
+    admin = FakeAdmin(
+        {
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: response,
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasResponse(error_code=0, entries=[]),
+        }
+    )
     await service(admin, ["--describe", "--entity-type", "users"]).describe()
     assert capsys.readouterr().out == (
         "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=4096, "
@@ -299,7 +306,7 @@ async def test_describe_users_prints_kafkas_lines(capsys: Any) -> None:
         "Error retrieving SCRAM credential configs for user-principal 'twice': "
         "DuplicateResourceException: dup\n"
     )
-    assert admin.sent[0][1].users == []  # every user
+    assert admin.sent[-1][1].users == []  # every user
 
 
 def test_java_exception_names() -> None:
