@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -73,31 +74,51 @@ def _plan(spec: MessageSpec, fields: list[FieldSpec], version: int) -> Plan:
     return tuple(plan)
 
 
-def _count_errors(obj: Any, plan: Plan, counts: dict[int, int]) -> None:
-    for attr, sub in plan:
-        value = getattr(obj, attr)
-        if sub is None:
-            counts[value] = counts.get(value, 0) + 1
-        elif type(value) is list:
-            for item in value:
-                _count_errors(item, sub, counts)
-        elif value is not None:
-            _count_errors(value, sub, counts)
+# A plan compiled into a function counting a response's error codes into a dict: the walk of a Produce
+# or Fetch response runs once per request, and as straight-line code it costs a fraction of a generic
+# recursive walk (the attribute names come from Kafka's schemas, never from a request).
+ErrorWalker = Callable[[Any, dict[int, int]], None]
+
+
+def _compile(plan: Plan) -> ErrorWalker:
+    lines = ["def walk(o0, counts):", "    pass"]
+    names = iter(range(1_000_000))
+
+    def emit(plan: Plan, obj: str, indent: str) -> None:
+        for attr, sub in plan:
+            if sub is None:
+                lines.append(f"{indent}c = {obj}.{attr}")
+                lines.append(f"{indent}counts[c] = counts.get(c, 0) + 1")
+                continue
+            n = next(names)
+            value, item = f"v{n}", f"o{n}"
+            lines.append(f"{indent}{value} = {obj}.{attr}")
+            lines.append(f"{indent}if type({value}) is list:")
+            lines.append(f"{indent}    for {item} in {value}:")
+            emit(sub, item, indent + "        ")
+            lines.append(f"{indent}elif {value} is not None:")
+            emit(sub, value, indent + "    ")
+
+    emit(plan, "o0", "    ")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), "<error walker>", "exec"), namespace)
+    walker: ErrorWalker = namespace["walk"]
+    return walker
 
 
 def error_counts(
-    body: Any, version: int, plans: dict[tuple[type, int], Plan] | None = None
+    body: Any, version: int, walkers: dict[tuple[type, int], ErrorWalker] | None = None
 ) -> dict[int, int]:
     """Kafka's AbstractResponse.errorCounts for a response message: code -> occurrences."""
     key = (type(body), version)
-    plan = plans.get(key) if plans is not None else None
-    if plan is None:
+    walker = walkers.get(key) if walkers is not None else None
+    if walker is None:
         spec: MessageSpec = type(body)._spec
-        plan = _plan(spec, spec.fields, version)
-        if plans is not None:
-            plans[key] = plan
+        walker = _compile(_plan(spec, spec.fields, version))
+        if walkers is not None:
+            walkers[key] = walker
     counts: dict[int, int] = {}
-    _count_errors(body, plan, counts)
+    walker(body, counts)
     return counts
 
 
@@ -134,7 +155,9 @@ class _ApiMetrics:
         "response_bytes",
         "response_queue",
         "send",
+        "size_bounds",
         "throttle",
+        "time_bounds",
         "total",
     )
 
@@ -151,12 +174,62 @@ class _ApiMetrics:
         self.total: HistogramChild = families.total_time.labels(name)
         self.request_bytes: HistogramChild = families.request_bytes.labels(name)
         self.response_bytes: HistogramChild = families.response_bytes.labels(name)
+        self.time_bounds = families.total_time.bounds
+        self.size_bounds = families.request_bytes.bounds
 
     def requests(self, version: int) -> CounterChild:
         child = self._requests_by_version.get(version)
         if child is None:
             child = self._requests_by_version[version] = self._requests.labels(self.name, str(version))
         return child
+
+    def observe(
+        self,
+        request: Request,
+        queue_ms: float,
+        local_ms: float,
+        remote_ms: float,
+        response_queue_ms: float,
+        send_ms: float,
+        total_ms: float,
+    ) -> None:
+        """One request into every series of this API: spelled out, not a call per histogram, as it
+        runs once per request (``HistogramChild.observe``'s arithmetic, inline)."""
+        child = self._requests_by_version.get(request.version) or self.requests(request.version)
+        child.value += 1
+        find, bounds = bisect_left, self.time_bounds
+        h = self.queue
+        h.counts[find(bounds, queue_ms)] += 1
+        h.sum += queue_ms
+        h = self.local
+        h.counts[find(bounds, local_ms)] += 1
+        h.sum += local_ms
+        h = self.remote
+        h.counts[find(bounds, remote_ms)] += 1
+        h.sum += remote_ms
+        throttle_ms = request.throttle_time_ms
+        h = self.throttle
+        h.counts[find(bounds, throttle_ms)] += 1
+        h.sum += throttle_ms
+        h = self.response_queue
+        h.counts[find(bounds, response_queue_ms)] += 1
+        h.sum += response_queue_ms
+        h = self.send
+        h.counts[find(bounds, send_ms)] += 1
+        h.sum += send_ms
+        h = self.total
+        h.counts[find(bounds, total_ms)] += 1
+        h.sum += total_ms
+        bounds = self.size_bounds
+        size = request.size
+        h = self.request_bytes
+        h.counts[find(bounds, size)] += 1
+        h.sum += size
+        size = request.response_size
+        if size:
+            h = self.response_bytes
+            h.counts[find(bounds, size)] += 1
+            h.sum += size
 
 
 class NetworkMetrics:
@@ -232,7 +305,7 @@ class NetworkMetrics:
         self._by_api: dict[int, _ApiMetrics] = {}
         self._fetch_split: tuple[_ApiMetrics, _ApiMetrics] | None = None
         self._errors: dict[tuple[int, int], CounterChild] = {}
-        self._plans: dict[tuple[type, int], Plan] = {}
+        self._walkers: dict[tuple[type, int], ErrorWalker] = {}
         self._created: dict[str, CounterChild] = {}
         self._closed: dict[str, CounterChild] = {}
 
@@ -266,7 +339,7 @@ class NetworkMetrics:
         version = request.version
         request.throttle_time_ms = getattr(body, "throttle_time_ms", 0) or 0
         try:
-            counts = error_counts(body, version, self._plans)
+            counts = error_counts(body, version, self._walkers)
         except Exception:  # a response the schema does not describe: no error counts, never a failure
             log.debug("no error counts for a %s v%d response", request.api.name, version, exc_info=True)
             return
@@ -293,41 +366,18 @@ class NetworkMetrics:
         response_queue_ms = (response_dequeued - complete) * 1000
         send_ms = (sent - response_dequeued) * 1000
         total_ms = (sent - received) * 1000
-        m = self._api(request)
-        self._observe(m, request, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms, total_ms)
+        m = self._by_api.get(request.api.key) or self._api(request)
+        m.observe(request, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms, total_ms)
         if request.api.key == _FETCH:
             split = self._fetch_split
             if split is None:
                 consumer, follower = _ApiMetrics(FETCH_CONSUMER, self), _ApiMetrics(FETCH_FOLLOWER, self)
                 split = self._fetch_split = (consumer, follower)
             m = split[is_follower_fetch(request.body, request.version)]
-            self._observe(m, request, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms, total_ms)
+            m.observe(request, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms, total_ms)
         request_log = self.request_log
         if request_log.enabled or (request_log.slow_ms and total_ms >= request_log.slow_ms):
             request_log.log(request, total_ms, queue_ms, local_ms, remote_ms, response_queue_ms, send_ms)
-
-    @staticmethod
-    def _observe(
-        m: _ApiMetrics,
-        request: Request,
-        queue_ms: float,
-        local_ms: float,
-        remote_ms: float,
-        response_queue_ms: float,
-        send_ms: float,
-        total_ms: float,
-    ) -> None:
-        m.requests(request.version).inc()
-        m.queue.observe(queue_ms)
-        m.local.observe(local_ms)
-        m.remote.observe(remote_ms)
-        m.throttle.observe(request.throttle_time_ms)
-        m.response_queue.observe(response_queue_ms)
-        m.send.observe(send_ms)
-        m.total.observe(total_ms)
-        m.request_bytes.observe(request.size)
-        if request.response_size:
-            m.response_bytes.observe(request.response_size)
 
     # -- per connection -------------------------------------------------------------------------
 
