@@ -136,6 +136,7 @@ def _replica_gauges(cluster: Cluster, broker_id: int) -> tuple[float | None, flo
     )
 
 
+@pytest.mark.slow  # seconds of its own: the full tier keeps the quick one under 20 minutes
 def test_killing_a_follower_raises_under_replicated_partitions_on_the_leader_and_healing_lowers_them(
     cluster: Cluster,
 ) -> None:

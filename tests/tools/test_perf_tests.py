@@ -138,6 +138,7 @@ def test_consumer_perf_test_detailed_stats_and_kafkas_timeout_warning(
     )
 
 
+@pytest.mark.slow  # seconds of its own: the full tier keeps the quick one under 20 minutes
 def test_producer_perf_test_throttles_to_the_throughput_asked_and_prints_metrics(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -165,6 +166,7 @@ def _name(metrics: dict[str, str], name: str) -> str:
     return next(key for key in metrics if key.rstrip() == name)
 
 
+@pytest.mark.slow  # seconds of its own: the full tier keeps the quick one under 20 minutes
 def test_transactional_producer_perf_test_commits_every_record(cluster: Cluster, tmp_path: Path) -> None:
     result = samsa(
         "producer-perf-test", "--topic", "perf-transactions", "--num-records", "5000", "--payload-monotonic",
