@@ -34,8 +34,9 @@ WORKDIR /var/lib/samsa
 # A named volume mounted here starts with the image's (samsa-owned) empty directory; so does one on
 # /var/lib/samsa/security (docker-compose.secure.yml: the CA, certificates and secured settings).
 VOLUME ["/var/lib/samsa/data"]
-# 9092: a broker's client listener; 9093: a controller's listener.
-EXPOSE 9092 9093
+# 9092: a broker's client listener; 9093: a controller's listener; 9404: the metrics endpoint where
+# metrics.listener puts it (docker-compose.yml does).
+EXPOSE 9092 9093 9404
 
 ENTRYPOINT ["samsa"]
 CMD ["broker", "--config", "/etc/samsa/server.properties", "--override", "log.dirs=/var/lib/samsa/data"]
