@@ -240,12 +240,6 @@ TOPIC_COUNTERS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _define(metrics: Metrics, family: _TopicCounter | _ReadCounter) -> None:
-    # Metrics' counter() families take one fixed label set; a BrokerTopicMetrics counter also has the
-    # series without the topic label. Defined through the registry's own bookkeeping (one name, once).
-    metrics._define(family)
-
-
 def register_broker_metrics(metrics: Metrics, server: KafkaServer) -> None:
     """Defines the broker's metrics in ``metrics``, reading ``server``'s parts."""
     replicas = server.replica_manager
@@ -273,9 +267,8 @@ def register_topic_metrics(metrics: Metrics, replicas: ReplicaManager) -> None:
 
     for stem, field, documentation in TOPIC_COUNTERS:
         name = f"kafka_server_brokertopicmetrics_{stem}"
-        _define(metrics, _TopicCounter(name, documentation, stats, field, prune))
-    _define(
-        metrics,
+        metrics.define(_TopicCounter(name, documentation, stats, field, prune))
+    metrics.define(
         _ReadCounter(
             "kafka_server_brokertopicmetrics_replicationbytesout",
             "Bytes of records sent to followers' fetchers, over all topics (ReplicationBytesOutPerSec).",
@@ -283,8 +276,7 @@ def register_topic_metrics(metrics: Metrics, replicas: ReplicaManager) -> None:
         ),
     )
     fetchers = replicas.fetchers
-    _define(
-        metrics,
+    metrics.define(
         _ReadCounter(
             "kafka_server_brokertopicmetrics_replicationbytesin",
             "Bytes of records this broker's replica fetchers appended, over all topics "
@@ -338,16 +330,14 @@ def register_replica_manager_metrics(metrics: Metrics, replicas: ReplicaManager)
         lambda: len(offline),
     )
     isr = replicas.isr_stats
-    _define(
-        metrics,
+    metrics.define(
         _ReadCounter(
             "kafka_server_replicamanager_isrshrinks",
             "Committed ISR changes of partitions led here that removed replicas (IsrShrinksPerSec).",
             lambda: isr.shrinks,
         ),
     )
-    _define(
-        metrics,
+    metrics.define(
         _ReadCounter(
             "kafka_server_replicamanager_isrexpands",
             "Committed ISR changes of partitions led here that added replicas (IsrExpandsPerSec).",

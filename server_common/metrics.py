@@ -20,7 +20,7 @@ import bisect
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -158,6 +158,14 @@ class _Gauge:
         return family
 
 
+class Family(Protocol):
+    """What the registry holds: a metric's name and how to collect it."""
+
+    name: str
+
+    def collect(self) -> Metric: ...
+
+
 class Metrics:
     """The metrics of one broker or controller process (a registry of its own, so that tests may run
     several in one interpreter). Every metric is defined once, by the module that owns it; defining a
@@ -175,14 +183,16 @@ class Metrics:
             GCCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
 
-    def _define(self, family: Any) -> Any:
+    def define(self, family: Family) -> Any:
+        """Registers a family of one's own: one whose numbers live elsewhere and are read when scraped
+        (a counter kept by the code that counts, a family with series of several label sets)."""
         if family.name in self._families:
             raise ValueError(f"metric {family.name} is already defined")
         self._families[family.name] = family
         return family
 
     def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
-        return self._define(Counter(name, documentation, labelnames))
+        return self.define(Counter(name, documentation, labelnames))
 
     def histogram(
         self,
@@ -191,7 +201,7 @@ class Metrics:
         labelnames: Sequence[str] = (),
         buckets: Sequence[float] = TIME_MS_BUCKETS,
     ) -> Histogram:
-        return self._define(Histogram(name, documentation, labelnames, buckets))
+        return self.define(Histogram(name, documentation, labelnames, buckets))
 
     def gauge(
         self,
@@ -201,7 +211,7 @@ class Metrics:
         labelnames: Sequence[str] = (),
     ) -> None:
         """A gauge read when scraped: ``read()`` returns its value, or (label values, value) pairs."""
-        self._define(_Gauge(name, documentation, labelnames, read))
+        self.define(_Gauge(name, documentation, labelnames, read))
 
     def unregister(self, name: str) -> None:
         self._families.pop(name, None)
