@@ -186,12 +186,22 @@ def test_the_zookeeper_views_see_through_an_outage_longer_than_a_session(cluster
     assert cluster.wait(lambda: cluster.registered_brokers() == {1, 2, 3}, "every broker registered", 30)
 
 
+def _brokers_in_metadata(bootstrap: str) -> set[int]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers)
+
+
 def test_add_broker_joins_the_cluster(cluster: LocalCluster) -> None:
     broker = cluster.add_broker(overrides={"log.retention.ms": "600000"})
     assert broker.id == 4 and broker.alive
     assert cluster.registered_brokers() == {1, 2, 3, 4}
     assert "log.retention.ms=600000" in broker.config_path.read_text()
     assert broker.bootstrap in cluster.bootstrap
+    # A broker registered in ZooKeeper may not be known to the controller yet, and the controller assigns
+    # the topic's replicas among the brokers it knows (after the ZooKeeper restart above, broker 1's new
+    # registration is one more to process): its UpdateMetadata naming all four says it knows them.
+    cluster.wait(lambda: _brokers_in_metadata(broker.bootstrap) == {1, 2, 3, 4}, "all four in metadata")
     cluster.create_topic("four", partitions=4, replication_factor=1)
     assert sorted(set(cluster.topic_partitions("four", 4).values())) == [1, 2, 3, 4]
     assert broker.kill() == -signal.SIGKILL  # it alone holds a partition: a clean stop would retry
