@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 FETCH_CONSUMER = "FetchConsumer"
 FETCH_FOLLOWER = "FetchFollower"
 _FETCH = int(ApiKey.FETCH)
+_NOTHING: tuple[None, tuple[float, ...], float] = (None, (), 0.0)  # a series not observed this time
 
 # A plan for reading a response's error codes: (attribute, None) for an error code field,
 # (attribute, sub-plan) for a struct or an array of structs that holds some.
@@ -193,43 +194,26 @@ class _ApiMetrics:
         send_ms: float,
         total_ms: float,
     ) -> None:
-        """One request into every series of this API: spelled out, not a call per histogram, as it
-        runs once per request (``HistogramChild.observe``'s arithmetic, inline)."""
+        """One request into every series of this API, with ``HistogramChild.observe``'s arithmetic in
+        one loop rather than a call per histogram (this runs once per request)."""
         child = self._requests_by_version.get(request.version) or self.requests(request.version)
         child.value += 1
-        find, bounds = bisect_left, self.time_bounds
-        h = self.queue
-        h.counts[find(bounds, queue_ms)] += 1
-        h.sum += queue_ms
-        h = self.local
-        h.counts[find(bounds, local_ms)] += 1
-        h.sum += local_ms
-        h = self.remote
-        h.counts[find(bounds, remote_ms)] += 1
-        h.sum += remote_ms
-        throttle_ms = request.throttle_time_ms
-        h = self.throttle
-        h.counts[find(bounds, throttle_ms)] += 1
-        h.sum += throttle_ms
-        h = self.response_queue
-        h.counts[find(bounds, response_queue_ms)] += 1
-        h.sum += response_queue_ms
-        h = self.send
-        h.counts[find(bounds, send_ms)] += 1
-        h.sum += send_ms
-        h = self.total
-        h.counts[find(bounds, total_ms)] += 1
-        h.sum += total_ms
-        bounds = self.size_bounds
-        size = request.size
-        h = self.request_bytes
-        h.counts[find(bounds, size)] += 1
-        h.sum += size
-        size = request.response_size
-        if size:
-            h = self.response_bytes
-            h.counts[find(bounds, size)] += 1
-            h.sum += size
+        find = bisect_left
+        response_size = request.response_size
+        for h, bounds, value in (
+            (self.queue, self.time_bounds, queue_ms),
+            (self.local, self.time_bounds, local_ms),
+            (self.remote, self.time_bounds, remote_ms),
+            (self.throttle, self.time_bounds, request.throttle_time_ms),
+            (self.response_queue, self.time_bounds, response_queue_ms),
+            (self.send, self.time_bounds, send_ms),
+            (self.total, self.time_bounds, total_ms),
+            (self.request_bytes, self.size_bounds, request.size),
+            (self.response_bytes, self.size_bounds, response_size) if response_size else _NOTHING,
+        ):
+            if h is not None:
+                h.counts[find(bounds, value)] += 1
+                h.sum += value
 
 
 class NetworkMetrics:
