@@ -271,7 +271,16 @@ def test_no_node_outlives_a_killed_parent(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-SLEEPER = "import time; time.sleep(120)"
+# It says so once running: Popen returns as soon as exec has begun, and until the kernel has laid out the
+# new program's arguments /proc/PID/cmdline reads empty (seen on a loaded machine), while a real leftover
+# has long been running.
+SLEEPER = "import time; print('up', flush=True); time.sleep(120)"
+
+
+def start_sleeper(*args: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen([sys.executable, "-c", SLEEPER, *args], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline() == "up\n"
+    return process
 
 
 def test_start_kills_the_leftovers_of_an_earlier_owner_by_pid(tmp_path: Path) -> None:
@@ -281,8 +290,8 @@ def test_start_kills_the_leftovers_of_an_earlier_owner_by_pid(tmp_path: Path) ->
     # One left by a killed owner (its command line names a file under the data dir), and an unrelated
     # process that got a recorded pid: only the first is killed.
     config = data_dir / "broker-1" / "server.properties"
-    leftover = subprocess.Popen([sys.executable, "-c", SLEEPER, str(config)])
-    stranger = subprocess.Popen([sys.executable, "-c", SLEEPER, "elsewhere"])
+    leftover = start_sleeper(str(config))
+    stranger = start_sleeper("elsewhere")
     try:
         (data_dir / "broker-1" / "broker.pid").write_text(f"{leftover.pid}\n")
         (data_dir / "cluster.json").write_text(
