@@ -158,6 +158,10 @@ class ReplicaStateMachine:
             if changed and not context.is_topic_queued_for_deletion(tp.topic):
                 recipients = [r for r in context.replicas(tp) if r != broker_id]
                 self._batch.add_leader_and_isr(recipients, tp, state, is_new=False)
+            elif not changed:
+                # Out of the ISR already (a controlled shutdown took it out): the brokers still learn that
+                # this one is gone, as Kafka's controller tells them with every partition it takes offline.
+                self._batch.add_update_metadata(context.live_or_shutting_down_broker_ids, [tp])
             context.replica_states[PartitionReplica(tp, broker_id)] = ReplicaStatus.OFFLINE
 
     async def remove_replica_from_isr(

@@ -312,6 +312,28 @@ async def test_controlled_shutdown_moves_leadership_away(
     client.close()
 
 
+async def test_a_broker_gone_after_its_controlled_shutdown_leaves_the_others_metadata(
+    zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
+) -> None:
+    # Its controlled shutdown took it out of every ISR already, so going offline changes no partition;
+    # the others must still learn that it is gone (their Metadata answers list live brokers only).
+    one, two = await brokers(1), await brokers(2)
+    controller = controllers()
+    await _active(zk, controller)
+    await create_topic(zk, "t", {0: [1, 2], 1: [2, 1]})
+    await eventually(lambda: len(two.leader_and_isr_states()) == 2)
+    client = RawClient(controller.endpoint)
+    answer = client.request(
+        ApiKey.CONTROLLED_SHUTDOWN, 3, ControlledShutdownRequest(broker_id=1, broker_epoch=one.epoch)
+    )
+    client.close()
+    assert answer.error_code == ErrorCode.NONE
+    await eventually(lambda: state_is(zk, "t", 0, (2, 1, [2])))
+    await one.deregister()
+    await eventually(lambda: _live_brokers(two.requests(UPDATE_METADATA)[-1]) == [2])
+    assert two.metadata_states()[("t", 1)].offline_replicas == [1]
+
+
 async def test_a_leader_changes_its_isr_through_alter_partition(
     zk: ZkClient, controllers: Callable[..., ControllerNode], brokers: Callable[..., FakeBroker]
 ) -> None:
