@@ -13,7 +13,7 @@ DEBS   := zookeeper kcat docker-compose iproute2 iptables strace
 FULL   ?=
 PYTEST_ARGS ?=
 
-.PHONY: run clean-data test lint stubs bench setup sysdeps clientdeps clean
+.PHONY: run clean-data test lint stubs bench setup sysdeps clientdeps browserdeps console-assets screenshots clean
 
 # A local cluster until Ctrl-C: ZooKeeper, CONTROLLERS controllers and BROKERS brokers on ports PORT,
 # PORT+1, ...; configs, logs and data in .run/, kept across runs. E.g. `make run BROKERS=1 PORT=19092`.
@@ -45,7 +45,7 @@ clean-data:
 	  echo "a samsa up is running on .run: stop it (Ctrl-C) first"; exit 1; fi
 	rm -rf .run
 
-test: setup clientdeps
+test: setup clientdeps browserdeps
 	$(PY) -m pytest $(if $(FULL),--full) $(PYTEST_ARGS)
 
 # ruff, then mypy over the source packages ([tool.mypy] in pyproject.toml says which and how), against a
@@ -72,7 +72,16 @@ bench: setup
 	$(PY) bench/compare.py --workloads $(WORKLOADS) $(if $(CLUSTER),--cluster) $(if $(QUICK),--quick) \
 	  $(if $(REPS),--reps $(REPS)) $(if $(SHARED),--shared $(SHARED))
 
-setup: $(VENV)/.installed sysdeps
+setup: $(VENV)/.installed sysdeps console-assets
+
+# The web console's front-end libraries (htmx, uPlot), pinned in console/assets/package-lock.json, fetched
+# from the npm registry and copied into the package, which serves them itself.
+CONSOLE_VENDOR := console/static/vendor
+console-assets: $(CONSOLE_VENDOR)/.installed
+
+$(CONSOLE_VENDOR)/.installed: console/assets/package-lock.json console/assets/build.sh
+	sh console/assets/build.sh $(CACHE)/console-npm $(CONSOLE_VENDOR)
+	@touch $@
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -89,6 +98,15 @@ sysdeps:
 	  || { $(SUDO) apt-get update -q >/dev/null && \
 	       $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	fi
+
+# Debian's Chromium for the console's browser tests (Playwright drives it; nothing downloads a browser).
+# If it cannot be installed those tests skip, saying why.
+browserdeps:
+	@dpkg -s chromium >/dev/null 2>&1 || { echo "installing Debian's chromium (the console's browser tests)"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null \
+	  || { $(SUDO) apt-get update -q >/dev/null && \
+	       $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; } \
+	  || echo "could not install chromium: the console's browser tests will skip"; }
 
 # Client tools for the integration tests: kafkajs (npm) and the Java kafka-clients jar.
 clientdeps: $(CACHE)/clients/.installed

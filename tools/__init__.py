@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "broker-api-versions": ("tools.broker_api_versions:main", "print the API versions every broker supports"),
     "producer-perf-test": ("tools.producer_perf_test:main", "produce as fast as asked and print throughput"),
     "consumer-perf-test": ("tools.consumer_perf_test:main", "consume and print throughput"),
+    "console": ("console.cli:main", "serve the web console: brokers, topics, messages, groups, in a browser"),
     "pipeline": ("pipeline.cli:main", "the Spark data pipeline: generate activity, run the page-stats job"),
 }
 

@@ -223,7 +223,9 @@ async def partitions_matching(
     return found
 
 
-def _request(partitions: list[TopicPartition], timestamp: int, timeout_ms: int) -> ListOffsetsRequest:
+def list_offsets_request(
+    partitions: list[TopicPartition], timestamp: int, timeout_ms: int
+) -> ListOffsetsRequest:
     topics: dict[str, list[ListOffsetsRequest.ListOffsetsPartition]] = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append(
@@ -237,7 +239,7 @@ def _request(partitions: list[TopicPartition], timestamp: int, timeout_ms: int) 
     )
 
 
-def _results(response: Any) -> list[tuple[TopicPartition, int, int]]:
+def list_offsets_results(response: Any) -> list[tuple[TopicPartition, int, int]]:
     return [
         ((t.name, p.partition_index), p.error_code, p.offset) for t in response.topics for p in t.partitions
     ]
@@ -273,8 +275,8 @@ async def fetch_offsets(
             admin,
             ApiKey.LIST_OFFSETS,
             partitions,
-            lambda tps: _request(tps, timestamp, timeout_ms),
-            _results,
+            lambda tps: list_offsets_request(tps, timestamp, timeout_ms),
+            list_offsets_results,
             timeout_ms=timeout_ms,
             call="listOffsets",
         )

@@ -73,6 +73,7 @@ from tools.local_cluster_net import NetworkSandbox
 from tools.local_cluster_nodes import (
     FIRST_CONTROLLER_ID,
     BrokerNode,
+    ConsoleNode,
     ControllerNode,
     Interrupted,
     LocalClusterError,
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NODE_KEYS",
     "BrokerNode",
+    "ConsoleNode",
     "ControllerNode",
     "Interrupted",
     "LocalCluster",
@@ -298,9 +300,13 @@ class LocalCluster:
         env: Mapping[str, str] | None = None,
         secure: bool = False,
         metrics: bool = True,
+        console: bool = False,
+        console_port: int | None = None,
     ) -> None:
         """``metrics``: every broker and controller serves its Prometheus endpoint (``metrics.listener``)
-        on a free port of its host, at its node's ``metrics_url``."""
+        on a free port of its host, at its node's ``metrics_url``. ``console``: ``samsa console`` runs too,
+        started once the brokers serve, on ``console_port`` (default: a free port), at
+        ``console_node.url``; its ``overrides`` are extra ``--flag=value`` arguments."""
         if brokers < 1 or controllers < 1:
             raise LocalClusterError("a cluster needs at least one broker and one controller")
         if host in ("0.0.0.0", "::", ""):
@@ -347,6 +353,10 @@ class LocalCluster:
         self.brokers: dict[int, BrokerNode] = {}
         for broker_id, port in enumerate(ports, start=1):
             self.brokers[broker_id] = BrokerNode(self, broker_id, self._host_of(f"broker-{broker_id}"), port)
+        self.console_node: ConsoleNode | None = None
+        if console:
+            host = self._host_of("console-1")
+            self.console_node = ConsoleNode(self, 1, host, console_port or free_port(host))
         for broker_id, settings in (broker_overrides or {}).items():
             if broker_id not in self.brokers:
                 raise LocalClusterError(f"broker_overrides names broker {broker_id}, not one of 1..{brokers}")
@@ -392,9 +402,10 @@ class LocalCluster:
 
     @property
     def nodes(self) -> list[Node]:
-        """Every node, in start order: ZooKeeper, the controllers, the brokers."""
+        """Every node, in start order: ZooKeeper, the controllers, the brokers, the console."""
         zk: list[Node] = [self.zookeeper_node] if self.zookeeper_node is not None else []
-        return [*zk, *self.controllers.values(), *self.brokers.values()]
+        console: list[Node] = [self.console_node] if self.console_node is not None else []
+        return [*zk, *self.controllers.values(), *self.brokers.values(), *console]
 
     def broker(self, broker_id: int) -> BrokerNode:
         try:
@@ -527,6 +538,8 @@ class LocalCluster:
                 broker.start(wait=False)
             if wait:
                 self.wait_ready(timeout)
+            if self.console_node is not None:
+                self.console_node.start(wait=wait)
         except BaseException as e:
             self.stop(graceful=isinstance(e, Interrupted))  # a failed start leaves nothing to be careful of
             raise
@@ -1011,6 +1024,8 @@ class LocalCluster:
         ZooKeeper session), then ZooKeeper; ``graceful=False`` SIGKILLs them all. Idempotent."""
         try:
             if graceful:
+                if self.console_node is not None:
+                    self._stop_group([self.console_node], "to exit")
                 self._stop_group(list(self.controllers.values()), "to resign and exit")
                 brokers_what = "to flush {} logs and close {} ZooKeeper session{}"
                 self._stop_group(list(self.brokers.values()), brokers_what)

@@ -7,6 +7,7 @@ Each node lives in a directory of its own under the cluster's data dir, with its
     DIR/zookeeper/            zoo.cfg, data/, zookeeper.log, zookeeper.pid
     DIR/controller-9001/      controller.properties, controller.log, controller.pid
     DIR/broker-1/             server.properties, broker.log, broker.pid, data/ (log.dirs)
+    DIR/console-1/            console.properties (its client settings), console.log, console.pid
 
 A node's process is started in a session of its own (a Ctrl-C in the terminal reaches only the parent,
 which stops the nodes in order) and, on Linux, with ``PR_SET_PDEATHSIG``: the kernel sends it SIGTERM when
@@ -27,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -545,3 +548,65 @@ class BrokerNode(_ServerNode):
     def _spawn(self) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return super()._spawn()
+
+
+class ConsoleNode(Node):
+    """``samsa console`` for the cluster, on ``host:port``: a Kafka client of the brokers, reading their
+    metrics endpoints. Its client settings (the admin's TLS and SASL in a secure cluster) are written to
+    ``console.properties`` at every start and given as its ``--command-config``."""
+
+    ROLE = "console"
+    LOG_NAME = "console.log"
+    STOP_TIMEOUT = 10.0
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "console.properties"
+
+    def _spawn(self) -> subprocess.Popen:
+        cluster = self.cluster
+        settings = cluster.security.client_properties() if cluster.security is not None else {}
+        lines = [
+            f"# Written by LocalCluster (samsa up) at every start of {self.name}: edits are overwritten."
+        ]
+        lines += [f"{key}={value}" for key, value in settings.items()]
+        write_properties_text(self.config_path, "\n".join(lines) + "\n", private=True)
+        brokers = list(cluster.brokers.values())
+        args = [
+            sys.executable, "-m", "tools", "console",
+            "--bootstrap-server", ",".join(b.bootstrap for b in brokers),
+            "--host", self.host, "--port", str(self.port),
+            "--command-config", str(self.config_path),
+        ]  # fmt: skip
+        metrics = [b.metrics_url for b in brokers if b.metrics_url is not None]
+        if metrics:
+            args += ["--metrics", ",".join(metrics)]
+        args += [f"--{key}={value}" for key, value in self.overrides.items()]
+        log = open(self.log_path, "ab")  # handed to the child
+        try:
+            return subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=death_signal_preexec(),
+                env=self.cluster.env,
+            )
+        finally:
+            log.close()
+
+    def ready(self) -> bool:
+        """Answers HTTP (a 401 of a console that asks for a password counts)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/static/console.css", timeout=1.0):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except (OSError, ValueError):
+            return False
