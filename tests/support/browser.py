@@ -29,7 +29,9 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# Where screenshots go: SAMSA_ARTIFACTS, or .cache/artifacts in the checkout.
+# Where screenshots go: SAMSA_ARTIFACTS, or .cache/artifacts in the checkout; the README's images also go
+# to SAMSA_SCREENSHOTS when it is set (`make screenshots`).
+SCREENSHOTS = os.environ.get("SAMSA_SCREENSHOTS")
 ARTIFACTS = Path(
     os.environ.get("SAMSA_ARTIFACTS", Path(__file__).resolve().parents[2] / ".cache" / "artifacts")
 )
@@ -102,3 +104,10 @@ class BrowserPage:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(target), full_page=True)
         return target
+
+    def readme_shot(self, name: str) -> Path | None:
+        """The README's picture of a page (``console-<name>.png``), taken when ``make screenshots`` asks
+        for them (SAMSA_SCREENSHOTS names the directory); None otherwise."""
+        if not SCREENSHOTS:
+            return None
+        return self.screenshot(f"console-{name}", Path(SCREENSHOTS))
