@@ -1,7 +1,16 @@
-# The Samsa image: the `samsa` command (broker, controller and the tools) on python:3.11-slim, run as a
-# non-root user. Build: docker build -t samsa . ; run: see docker-compose.yml and README.md.
+# The Samsa image: the `samsa` command (broker, controller, the tools and the web console) on
+# python:3.11-slim, run as a non-root user. Build: docker build -t samsa . ; run: see docker-compose.yml
+# and README.md.
 
-# Stage 1: the project as a wheel, so that the final image holds no source tree or build files.
+# Stage 0: the web console's front-end libraries (htmx, its SSE extension, uPlot) from the npm registry at
+# the versions console/assets/package-lock.json pins, by the script `make console-assets` runs: `npm ci`,
+# then their dist files copied to /vendor. Only this stage needs node; the image serves the files itself.
+FROM node:20-slim AS console-assets
+COPY console/assets /assets
+RUN sh /assets/build.sh /tmp/console-npm /vendor
+
+# Stage 1: the project as a wheel, so that the final image holds no source tree or build files. The
+# console's vendor files go into the package before the wheel is built (they are its package data).
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -14,6 +23,8 @@ COPY network ./network
 COPY zk ./zk
 COPY server_common ./server_common
 COPY tools ./tools
+COPY console ./console
+COPY --from=console-assets /vendor ./console/static/vendor
 RUN pip wheel --no-cache-dir --disable-pip-version-check --no-deps --wheel-dir /wheels .
 
 # Stage 2: the wheel and its dependencies (all on PyPI as manylinux wheels: no compiler needed).
@@ -35,8 +46,8 @@ WORKDIR /var/lib/samsa
 # /var/lib/samsa/security (docker-compose.secure.yml: the CA, certificates and secured settings).
 VOLUME ["/var/lib/samsa/data"]
 # 9092: a broker's client listener; 9093: a controller's listener; 9404: the metrics endpoint where
-# metrics.listener puts it (docker-compose.yml does).
-EXPOSE 9092 9093 9404
+# metrics.listener puts it (docker-compose.yml does); 8080: `samsa console`'s default port.
+EXPOSE 9092 9093 9404 8080
 
 ENTRYPOINT ["samsa"]
 CMD ["broker", "--config", "/etc/samsa/server.properties", "--override", "log.dirs=/var/lib/samsa/data"]

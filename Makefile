@@ -21,6 +21,8 @@ PYTEST_ARGS ?=
 # BROKER_OVERRIDES='2:broker.rack=b', CONTROLLER_OVERRIDES='...', CONFIG=server.properties (a base file);
 # samsa up keeps them for the next run on .run. FRESH=1 wipes .run first (as `make clean-data`). SECURE=1
 # secures it (samsa up --secure: SASL_SSL + SCRAM-SHA-512, ACLs, the admin's settings in .run/client.properties).
+# The web console runs too, at the console=http://... line it prints: on a free port, or CONSOLE_PORT=8080;
+# NO_CONSOLE=1 runs none (docs/console.md).
 BROKERS     ?= 3
 CONTROLLERS ?= 2
 PORT        ?= 9092
@@ -32,12 +34,15 @@ CONTROLLER_OVERRIDES ?=
 CONFIG      ?=
 FRESH       ?=
 SECURE      ?=
+CONSOLE_PORT ?=
+NO_CONSOLE  ?=
 run: setup
 	$(VENV)/bin/samsa up --data-dir .run --brokers $(BROKERS) --controllers $(CONTROLLERS) \
 	  --base-port $(PORT) --zookeeper-port $(ZK_PORT) --host $(HOST) \
 	  $(foreach o,$(OVERRIDES),--override $(o)) $(foreach o,$(BROKER_OVERRIDES),--broker-override $(o)) \
 	  $(foreach o,$(CONTROLLER_OVERRIDES),--controller-override $(o)) $(if $(CONFIG),--config $(CONFIG)) \
-	  $(if $(FRESH),--fresh) $(if $(SECURE),--secure)
+	  $(if $(FRESH),--fresh) $(if $(SECURE),--secure) \
+	  $(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) $(if $(NO_CONSOLE),--no-console)
 
 # Deletes `make run`'s data (topics, records, logs, saved overrides) and nothing else (.venv stays).
 clean-data:
@@ -82,6 +87,11 @@ console-assets: $(CONSOLE_VENDOR)/.installed
 $(CONSOLE_VENDOR)/.installed: console/assets/package-lock.json console/assets/build.sh
 	sh console/assets/build.sh $(CACHE)/console-npm $(CONSOLE_VENDOR)
 	@touch $@
+
+# The README's pictures of the console's pages (docs/images/console-<page>.png): its browser tests, against
+# their real cluster, take them where each calls page.readme_shot("<page>").
+screenshots: setup browserdeps
+	SAMSA_SCREENSHOTS=$(CURDIR)/docs/images $(PY) -m pytest -q tests/console $(PYTEST_ARGS)
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

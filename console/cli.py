@@ -88,13 +88,14 @@ async def _serve(console: Console, host: str, port: int) -> int:
         print(f"samsa console: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         await runner.cleanup()
         return 1
-    bound = runner.addresses[0]
-    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    print(f"console=http://{shown}:{bound[1]}", flush=True)
+    # The handlers before the console= line: whoever reads it may signal at once (and expects code 0).
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    bound = runner.addresses[0]
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    print(f"console=http://{shown}:{bound[1]}", flush=True)
     await stop.wait()
     log.info("stopping")
     await runner.cleanup()

@@ -14,15 +14,14 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from console.client import ClusterUnavailable, ConsoleClient
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import DescribeConfigsRequest, DescribeLogDirsRequest
 from tools.admin_client import AdminClient, AdminError
-from tools.get_offsets import list_offsets_request, list_offsets_results
-from tools.partition_leaders import Failure, TopicPartition, send_to_leaders
+from tools.get_offsets import list_offsets
+from tools.partition_leaders import Failure, TopicPartition
 
 TOPIC_RESOURCE = 2  # DescribeConfigs' resource type for a topic
 EARLIEST, LATEST = -2, -1
@@ -204,18 +203,10 @@ async def _read_offsets(admin: AdminClient, snapshot: ClusterSnapshot) -> None:
     if not partitions:
         return
 
-    async def offsets(timestamp: int) -> dict[TopicPartition, Any]:
-        return await send_to_leaders(
-            admin,
-            ApiKey.LIST_OFFSETS,
-            partitions,
-            lambda tps: list_offsets_request(tps, timestamp, OFFSETS_TIMEOUT_MS),
-            list_offsets_results,
-            timeout_ms=OFFSETS_TIMEOUT_MS,
-            call="listOffsets",
-        )
-
-    earliest, latest = await asyncio.gather(offsets(EARLIEST), offsets(LATEST))
+    earliest, latest = await asyncio.gather(
+        list_offsets(admin, partitions, EARLIEST, OFFSETS_TIMEOUT_MS),
+        list_offsets(admin, partitions, LATEST, OFFSETS_TIMEOUT_MS),
+    )
     failed = 0
     for p in snapshot.partitions():
         start, end = earliest.get((p.topic, p.partition)), latest.get((p.topic, p.partition))
@@ -278,6 +269,13 @@ class SnapshotCache:
         finally:
             if self._refreshing is task and task.done():
                 self._refreshing = None
+
+    async def knowing(self, topic: str | None) -> ClusterSnapshot:
+        """The shared snapshot, taken again when it does not know ``topic`` yet (one just created)."""
+        snapshot = await self.get()
+        if topic and topic not in snapshot.topics:
+            snapshot = await self.get(fresh=True)
+        return snapshot
 
     def invalidate(self) -> None:
         self._snapshot = None

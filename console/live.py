@@ -58,13 +58,24 @@ async def sections(console: Console, name: str, query: Mapping[str, str]) -> Sec
 
 
 async def live_page(
-    request: web.Request, template: str, title: str, name: str, **context: object
+    request: web.Request,
+    template: str,
+    title: str,
+    view_name: str,
+    query: Mapping[str, str] | None = None,
+    **context: object,
 ) -> web.Response:
-    """The page of view ``name`` with its sections rendered in, and its event stream's URL."""
-    query = dict(request.query)
-    rendered = await sections(console_of(request), name, query)
-    events = f"/events/{name}" + (f"?{urlencode(query)}" if query else "")
-    return page(request, template, title, sections=rendered, events=events, **context)
+    """The page of view ``view_name`` with its sections rendered in, and its event stream's URL; the view's
+    ``query`` is the request's unless given (a page whose subject is in its path)."""
+    query = dict(request.query if query is None else query)
+    rendered = await sections(console_of(request), view_name, query)
+    events = f"/events/{view_name}" + (f"?{urlencode(query)}" if query else "")
+    response = page(request, template, title, sections=rendered, events=events, **context)
+    if rendered.get(ERROR_SECTION):
+        # The cluster's failure is on the page in words, which keeps its live stream and recovers by itself;
+        # the status says so to anything that is not a browser (monitors, curl -f).
+        response.set_status(503)
+    return response
 
 
 def event(name: str, html: str) -> bytes:
@@ -102,4 +113,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
                     sent[section] = html
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(console.stopping.wait(), console.refresh)
+            # aiohttp does not cancel a handler whose client left, and a page whose sections do not
+            # change writes nothing that could fail: without this, every closed tab kept a loop
+            # rendering (and reading the cluster) for as long as the console ran.
+            if request.transport is None or request.transport.is_closing():
+                break
     return response

@@ -37,6 +37,7 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -664,28 +665,57 @@ class ConfigService:
             print(config_quotas.quota_line(entity, values))
         if CLIENTS in self.types or "" in self.names:
             return
-        request = DescribeUserScramCredentialsRequest(
-            users=[DescribeUserScramCredentialsRequest.UserName(name=n) for n in self.names]
-        )
-        response = await self.admin.send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request)
-        if response.error_code != ErrorCode.NONE:
-            raise CommandError(response.error_code, response.error_message)
-        for result in response.results:
-            if result.error_code == ErrorCode.RESOURCE_NOT_FOUND:
-                continue  # DescribeUserScramCredentialsResult.users() leaves them out
-            if result.error_code != ErrorCode.NONE:
-                error = CommandError(result.error_code, result.error_message)
+        for user in await describe_user_scram_credentials(self.admin, self.names):
+            if user.error is not None:
                 print(
-                    f"Error retrieving SCRAM credential configs for user-principal '{result.user}': "
-                    f"{java_exception(result.error_code).rsplit('.', 1)[1]}: {error.message}"
+                    f"Error retrieving SCRAM credential configs for user-principal '{user.user}': "
+                    f"{java_exception(user.error.code).rsplit('.', 1)[1]}: {user.error.message}"
                 )
                 continue
-            text = ", ".join(
-                f"{MECHANISMS_BY_TYPE[c.mechanism].name if c.mechanism in MECHANISMS_BY_TYPE else 'UNKNOWN'}"
-                f"=iterations={c.iterations}"
-                for c in result.credential_infos
+            text = ", ".join(f"{mechanism}=iterations={n}" for mechanism, n in user.credentials)
+            print(f"SCRAM credential configs for user-principal '{user.user}' are {text}")
+
+
+@dataclass(frozen=True)
+class UserScramCredentials:
+    """One user's SCRAM credentials as DescribeUserScramCredentials tells them: (mechanism name,
+    iterations) pairs (never the credential itself), or the error the broker answered for that user."""
+
+    user: str
+    credentials: list[tuple[str, int]]
+    error: CommandError | None = None
+
+
+async def describe_user_scram_credentials(
+    admin: AdminClient, names: Sequence[str] = ()
+) -> list[UserScramCredentials]:
+    """DescribeUserScramCredentials for ``names`` (none: every user that has a credential); users
+    without one are left out, as Kafka's DescribeUserScramCredentialsResult.users() does. CommandError
+    when the whole request fails (CLUSTER_AUTHORIZATION_FAILED)."""
+    request = DescribeUserScramCredentialsRequest(
+        users=[DescribeUserScramCredentialsRequest.UserName(name=n) for n in names]
+    )
+    response = await admin.send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request)
+    if response.error_code != ErrorCode.NONE:
+        raise CommandError(response.error_code, response.error_message)
+    users = []
+    for result in response.results:
+        if result.error_code == ErrorCode.RESOURCE_NOT_FOUND:
+            continue
+        if result.error_code != ErrorCode.NONE:
+            users.append(
+                UserScramCredentials(result.user, [], CommandError(result.error_code, result.error_message))
             )
-            print(f"SCRAM credential configs for user-principal '{result.user}' are {text}")
+            continue
+        credentials = [
+            (
+                MECHANISMS_BY_TYPE[c.mechanism].name if c.mechanism in MECHANISMS_BY_TYPE else "UNKNOWN",
+                c.iterations,
+            )
+            for c in result.credential_infos
+        ]
+        users.append(UserScramCredentials(result.user, credentials))
+    return users
 
 
 def _java(value: str | None) -> str:

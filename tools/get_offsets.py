@@ -271,15 +271,26 @@ async def fetch_offsets(
                 f"supported range is [{broker[0]},{broker[1]}].",
             )
             return dict.fromkeys(partitions, failure)
-        return await send_to_leaders(
-            admin,
-            ApiKey.LIST_OFFSETS,
-            partitions,
-            lambda tps: list_offsets_request(tps, timestamp, timeout_ms),
-            list_offsets_results,
-            timeout_ms=timeout_ms,
-            call="listOffsets",
-        )
+        return await list_offsets(admin, partitions, timestamp, timeout_ms)
+
+
+async def list_offsets(
+    admin: AdminClient,
+    partitions: list[TopicPartition],
+    timestamp: int,
+    timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+) -> dict[TopicPartition, int | Failure]:
+    """ListOffsets at ``timestamp`` (or a special one: latest -1, earliest -2, ...) for each partition, at
+    its leader, with the Admin client's retries: each partition's offset or its failure."""
+    return await send_to_leaders(
+        admin,
+        ApiKey.LIST_OFFSETS,
+        partitions,
+        lambda tps: list_offsets_request(tps, timestamp, timeout_ms),
+        list_offsets_results,
+        timeout_ms=timeout_ms,
+        call="listOffsets",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ import asyncio
 import json
 import sys
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from network.client_security import ClientSecurity
@@ -141,12 +142,21 @@ def java_exception(code: int, message: str | None) -> str:
     return f"org.apache.kafka.common.errors.{name}: {message or description(code)}"
 
 
-async def elect(
-    bootstrap: str,
-    election_type: str,
-    partitions: list[tuple[str, int]] | None,
-    security: ClientSecurity | None = None,
-) -> int:
+@dataclass
+class ElectionResult:
+    """ElectLeaders' answer per partition: elected, already led by a valid replica, or failed (with
+    Kafka's exception text)."""
+
+    succeeded: list[tuple[str, int]] = field(default_factory=list)
+    noop: list[tuple[str, int]] = field(default_factory=list)
+    failed: dict[tuple[str, int], str] = field(default_factory=dict)
+
+
+async def elect_leaders(
+    admin: AdminClient, election_type: str, partitions: list[tuple[str, int]] | None
+) -> ElectionResult:
+    """Sends ElectLeaders (``partitions`` None: every partition that needs an election) and sorts the
+    answer; CommandFailed when the whole request failed."""
     by_topic: dict[str, list[int]] = defaultdict(list)
     for topic, partition in partitions or []:
         by_topic[topic].append(partition)
@@ -157,12 +167,9 @@ async def elect(
         else [ElectLeadersRequest.TopicPartitions(topic=t, partitions=p) for t, p in by_topic.items()],
         timeout_ms=REQUEST_TIMEOUT_MS,
     )
-    async with AdminClient(
-        bootstrap, client_id="leader-election", timeout=REQUEST_TIMEOUT_MS / 1000, security=security
-    ) as admin:
-        if election_type == "UNCLEAN" and admin.version(ApiKey.ELECT_LEADERS) < 1:
-            raise CommandFailed("The broker does not support unclean leader election (ElectLeaders v1)")
-        response = await admin.send(ApiKey.ELECT_LEADERS, request)
+    if election_type == "UNCLEAN" and admin.version(ApiKey.ELECT_LEADERS) < 1:
+        raise CommandFailed("The broker does not support unclean leader election (ElectLeaders v1)")
+    response = await admin.send(ApiKey.ELECT_LEADERS, request)
     if response.error_code != ErrorCode.NONE:
         raise CommandFailed(java_exception(response.error_code, None))
     results = {
@@ -170,24 +177,40 @@ async def elect(
         for t in response.replica_election_results
         for p in t.partition_result
     }
-    succeeded = sorted(tp for tp, (code, _) in results.items() if code == ErrorCode.NONE)
-    noop = sorted(tp for tp, (code, _) in results.items() if code == ErrorCode.ELECTION_NOT_NEEDED)
-    failed = sorted(tp for tp in results if tp not in succeeded and tp not in noop)
-    if succeeded:
+    result = ElectionResult()
+    for tp, (code, message) in sorted(results.items()):
+        if code == ErrorCode.NONE:
+            result.succeeded.append(tp)
+        elif code == ErrorCode.ELECTION_NOT_NEEDED:
+            result.noop.append(tp)
+        else:
+            result.failed[tp] = java_exception(code, message)
+    return result
+
+
+async def elect(
+    bootstrap: str,
+    election_type: str,
+    partitions: list[tuple[str, int]] | None,
+    security: ClientSecurity | None = None,
+) -> int:
+    async with AdminClient(
+        bootstrap, client_id="leader-election", timeout=REQUEST_TIMEOUT_MS / 1000, security=security
+    ) as admin:
+        result = await elect_leaders(admin, election_type, partitions)
+    if result.succeeded:
         print(
             f"Successfully completed leader election ({election_type}) for partitions "
-            + ", ".join(f"{t}-{p}" for t, p in succeeded)
+            + ", ".join(f"{t}-{p}" for t, p in result.succeeded)
         )
-    if noop:
-        print("Valid replica already elected for partitions " + ", ".join(f"{t}-{p}" for t, p in noop))
-    for topic, partition in failed:
-        code, message = results[(topic, partition)]
+    if result.noop:
+        print("Valid replica already elected for partitions " + ", ".join(f"{t}-{p}" for t, p in result.noop))
+    for (topic, partition), error in result.failed.items():
         print(
-            f"Error completing leader election ({election_type}) for partition: {topic}-{partition}: "
-            + java_exception(code, message)
+            f"Error completing leader election ({election_type}) for partition: {topic}-{partition}: {error}"
         )
-    if failed:
-        raise CommandFailed(f"{len(failed)} replica(s) could not be elected")
+    if result.failed:
+        raise CommandFailed(f"{len(result.failed)} replica(s) could not be elected")
     return 0
 
 

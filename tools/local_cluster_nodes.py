@@ -307,6 +307,23 @@ class Node:
     def _spawn(self) -> subprocess.Popen:
         raise NotImplementedError
 
+    def _popen(self, args: list[str]) -> subprocess.Popen:
+        """Runs ``args`` as this node: in a session of its own, with the death signal, its output
+        appended to its log file."""
+        log = open(self.log_path, "ab")  # handed to the child
+        try:
+            return subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=death_signal_preexec(),
+                env=self.cluster.env,
+            )
+        finally:
+            log.close()
+
     def ready(self) -> bool:
         """Serving: a broker or controller answers ApiVersions (over TLS in a secure cluster: ApiVersions
         is served before SASL authentication), ZooKeeper answers ``srvr``."""
@@ -491,19 +508,7 @@ class _ServerNode(Node):
         else:
             self.config_path.write_text(text)
         args = [sys.executable, "-m", "tools", self.ROLE, "--config", str(self.config_path)]
-        log = open(self.log_path, "ab")  # handed to the child
-        try:
-            return subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=death_signal_preexec(),
-                env=self.cluster.env,
-            )
-        finally:
-            log.close()
+        return self._popen(args)
 
 
 class ControllerNode(_ServerNode):
@@ -587,19 +592,7 @@ class ConsoleNode(Node):
         if metrics:
             args += ["--metrics", ",".join(metrics)]
         args += [f"--{key}={value}" for key, value in self.overrides.items()]
-        log = open(self.log_path, "ab")  # handed to the child
-        try:
-            return subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=death_signal_preexec(),
-                env=self.cluster.env,
-            )
-        finally:
-            log.close()
+        return self._popen(args)
 
     def ready(self) -> bool:
         """Answers HTTP (a 401 of a console that asks for a password counts)."""

@@ -244,19 +244,27 @@ def parse_execute_json(text: str) -> Assignment:
             "Partition reassignment contains duplicate topic partitions: "
             + ",".join(map(_partition, duplicates))
         )
+    assignment = {(m.topic, m.partition): m.replicas for m in moves}
+    check_replica_lists(assignment)
+    if any(d != ANY_LOG_DIR for m in moves for d in m.log_dirs):
+        raise CommandError("Moving replicas between log directories is not supported by Samsa")
+    return assignment
+
+
+def check_replica_lists(assignment: Assignment) -> None:
+    """Kafka's checks of new replica lists: none empty, none naming a broker twice (CommandError)."""
+    if any(not replicas for replicas in assignment.values()):
+        raise CommandError("Partition replica list cannot be empty")
     repeated = [
-        f"{m.topic}-{m.partition} contains multiple entries for "
-        + ",".join(str(r) for r, n in Counter(m.replicas).items() if n > 1)
-        for m in moves
-        if len(set(m.replicas)) != len(m.replicas)
+        f"{topic}-{partition} contains multiple entries for "
+        + ",".join(str(r) for r, n in Counter(replicas).items() if n > 1)
+        for (topic, partition), replicas in assignment.items()
+        if len(set(replicas)) != len(replicas)
     ]
     if repeated:
         raise CommandError(
             "Partition replica lists may not contain duplicate entries: " + ". ".join(repeated)
         )
-    if any(d != ANY_LOG_DIR for m in moves for d in m.log_dirs):
-        raise CommandError("Moving replicas between log directories is not supported by Samsa")
-    return {(m.topic, m.partition): m.replicas for m in moves}
 
 
 def parse_topics_json(text: str) -> list[str]:
@@ -317,70 +325,101 @@ def follower_throttles(partitions: dict[int, Move]) -> str:
     )
 
 
+async def current_assignment(admin: AdminClient, topics: list[str]) -> Assignment:
+    """The replicas of every partition of ``topics`` (Kafka's getReplicaAssignmentForTopics)."""
+    metadata = await admin.metadata(sorted(set(topics)))
+    assignment: Assignment = {}
+    for topic in metadata.topics:
+        if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise CommandError(f"Topic {topic.name} not found.")
+        if topic.error_code != ErrorCode.NONE:
+            raise CommandError(f"{topic.name}: {description(topic.error_code)}")
+        for p in topic.partitions:
+            assignment[(topic.name, p.partition_index)] = list(p.replica_nodes)
+    return assignment
+
+
+async def list_reassignments(
+    admin: AdminClient, partitions: list[tuple[str, int]] | None
+) -> dict[tuple[str, int], Any]:
+    """ListPartitionReassignments (``partitions`` None: all): each partition in progress with its
+    ``replicas``, ``adding_replicas`` and ``removing_replicas``."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions or []:
+        by_topic.setdefault(topic, []).append(partition)
+    request = ListPartitionReassignmentsRequest(
+        timeout_ms=REQUEST_TIMEOUT_MS,
+        topics=None
+        if partitions is None
+        else [
+            ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=t, partition_indexes=p)
+            for t, p in by_topic.items()
+        ],
+    )
+    response = await admin.send(ApiKey.LIST_PARTITION_REASSIGNMENTS, request)
+    if response.error_code != ErrorCode.NONE:
+        raise CommandError(response.error_message or description(response.error_code))
+    return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+
+
+async def alter_reassignments(
+    admin: AdminClient, targets: dict[tuple[str, int], list[int] | None]
+) -> dict[tuple[str, int], str]:
+    """Sends AlterPartitionReassignments (a target None cancels); returns the partitions that failed,
+    with why."""
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), replicas in sorted(targets.items()):
+        by_topic.setdefault(topic, []).append(
+            AlterPartitionReassignmentsRequest.ReassignablePartition(
+                partition_index=partition, replicas=replicas
+            )
+        )
+    request = AlterPartitionReassignmentsRequest(
+        timeout_ms=REQUEST_TIMEOUT_MS,
+        topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=p)
+            for t, p in by_topic.items()
+        ],
+    )
+    response = await admin.send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request)
+    if response.error_code != ErrorCode.NONE:
+        message = response.error_message or description(response.error_code)
+        return dict.fromkeys(targets, message)
+    return {
+        (t.name, p.partition_index): p.error_message or description(p.error_code)
+        for t in response.responses
+        for p in t.partitions
+        if p.error_code != ErrorCode.NONE
+    }
+
+
+async def check_proposal(admin: AdminClient, proposed: Assignment) -> Assignment:
+    """--execute's checks of a proposal against the cluster (every broker live, every partition
+    existing; CommandError); returns the proposal's topics' current assignment."""
+    live = {b.node_id for b in (await admin.metadata([])).brokers}
+    unknown = [b for replicas in proposed.values() for b in replicas if b not in live]
+    if unknown:
+        raise CommandError(f"Unknown broker id {unknown[0]}")
+    current = await current_assignment(admin, [t for t, _ in proposed])
+    missing = [tp for tp in proposed if tp not in current]
+    if missing:
+        raise CommandError("Unable to find partition: " + ", ".join(map(_partition, missing)))
+    return current
+
+
 class ReassignCommand:
     def __init__(self, admin: AdminClient, args: argparse.Namespace) -> None:
         self.admin = admin
         self.args = args
 
     async def _current_assignment(self, topics: list[str]) -> Assignment:
-        """The replicas of every partition of ``topics`` (Kafka's getReplicaAssignmentForTopics)."""
-        metadata = await self.admin.metadata(sorted(set(topics)))
-        assignment: Assignment = {}
-        for topic in metadata.topics:
-            if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise CommandError(f"Topic {topic.name} not found.")
-            if topic.error_code != ErrorCode.NONE:
-                raise CommandError(f"{topic.name}: {description(topic.error_code)}")
-            for p in topic.partitions:
-                assignment[(topic.name, p.partition_index)] = list(p.replica_nodes)
-        return assignment
+        return await current_assignment(self.admin, topics)
 
     async def _reassignments(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], Any]:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions or []:
-            by_topic.setdefault(topic, []).append(partition)
-        request = ListPartitionReassignmentsRequest(
-            timeout_ms=REQUEST_TIMEOUT_MS,
-            topics=None
-            if partitions is None
-            else [
-                ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
-                    name=t, partition_indexes=p
-                )
-                for t, p in by_topic.items()
-            ],
-        )
-        response = await self.admin.send(ApiKey.LIST_PARTITION_REASSIGNMENTS, request)
-        if response.error_code != ErrorCode.NONE:
-            raise CommandError(response.error_message or description(response.error_code))
-        return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+        return await list_reassignments(self.admin, partitions)
 
     async def _alter(self, targets: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], str]:
-        """Sends AlterPartitionReassignments; returns the partitions that failed, with why."""
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, partition), replicas in sorted(targets.items()):
-            by_topic.setdefault(topic, []).append(
-                AlterPartitionReassignmentsRequest.ReassignablePartition(
-                    partition_index=partition, replicas=replicas
-                )
-            )
-        request = AlterPartitionReassignmentsRequest(
-            timeout_ms=REQUEST_TIMEOUT_MS,
-            topics=[
-                AlterPartitionReassignmentsRequest.ReassignableTopic(name=t, partitions=p)
-                for t, p in by_topic.items()
-            ],
-        )
-        response = await self.admin.send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request)
-        if response.error_code != ErrorCode.NONE:
-            message = response.error_message or description(response.error_code)
-            return dict.fromkeys(targets, message)
-        return {
-            (t.name, p.partition_index): p.error_message or description(p.error_code)
-            for t in response.responses
-            for p in t.partitions
-            if p.error_code != ErrorCode.NONE
-        }
+        return await alter_reassignments(self.admin, targets)
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -431,14 +470,7 @@ class ReassignCommand:
         proposed = parse_execute_json(_read(self.args.reassignment_json_file))
         if not self.args.additional and await self._reassignments(None):
             raise TerseError(CANNOT_EXECUTE)
-        live = {b.node_id for b in (await self.admin.metadata([])).brokers}
-        unknown = [b for replicas in proposed.values() for b in replicas if b not in live]
-        if unknown:
-            raise CommandError(f"Unknown broker id {unknown[0]}")
-        current = await self._current_assignment([t for t, _ in proposed])
-        missing = [tp for tp in proposed if tp not in current]
-        if missing:
-            raise CommandError("Unable to find partition: " + ", ".join(map(_partition, missing)))
+        current = await check_proposal(self.admin, proposed)
         rollback = {tp: r for tp, r in current.items() if tp in proposed}
         print(
             f"Current partition replica assignment\n\n{reassignment_json.format_reassignment(rollback)}\n\n"

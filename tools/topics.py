@@ -164,7 +164,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UsageError('Option "[topics-with-overrides]" can\'t be used with the partition reports')
 
 
-def _parse_configs(items: list[str]) -> dict[str, str]:
+def parse_configs(items: list[str]) -> dict[str, str]:
+    """``key=value`` items as a dict; CommandLineError with kafka-topics.sh's message for a bad one."""
     configs = {}
     for item in items:
         parts = re.split(r"\s*=\s*", item)
@@ -201,6 +202,142 @@ def _error_message(code: int, message: str | None) -> str:
     return message or description(code)
 
 
+# -- the operations, as functions of an AdminClient (the tool prints around them; the console calls them) --
+
+
+async def create_topic(
+    admin: AdminClient,
+    name: str,
+    partitions: int | None = None,
+    replication_factor: int | None = None,
+    configs: dict[str, str] | None = None,
+    assignment: list[list[int]] | None = None,
+    if_not_exists: bool = False,
+) -> bool:
+    """CreateTopics for one topic (None: the broker's default partitions / replication factor;
+    ``assignment``: each partition's replicas instead). True when created, False when it existed and
+    ``if_not_exists``; CommandError with the broker's message otherwise."""
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name,
+        num_partitions=-1 if partitions is None or assignment else partitions,
+        replication_factor=-1 if replication_factor is None or assignment else replication_factor,
+        configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()
+        ],
+    )
+    if assignment:
+        topic.assignments = [
+            CreateTopicsRequest.CreatableReplicaAssignment(partition_index=i, broker_ids=brokers)
+            for i, brokers in enumerate(assignment)
+        ]
+    request = CreateTopicsRequest(topics=[topic], timeout_ms=REQUEST_TIMEOUT_MS, validate_only=False)
+    response = await admin.send_to_controller(
+        ApiKey.CREATE_TOPICS, request, lambda r: [t.error_code for t in r.topics]
+    )
+    result = response.topics[0]
+    if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
+        return False
+    if result.error_code != ErrorCode.NONE:
+        raise CommandError(_error_message(result.error_code, result.error_message))
+    return True
+
+
+async def create_partitions(
+    admin: AdminClient, counts: dict[str, int], new_assignments: dict[str, list[list[int]]] | None = None
+) -> None:
+    """CreatePartitions: each topic grown to ``counts[topic]`` partitions (the new ones' replicas from
+    ``new_assignments`` or the controller's choice); CommandError with the broker's message."""
+    topics = [
+        CreatePartitionsRequest.CreatePartitionsTopic(
+            name=name,
+            count=count,
+            assignments=None
+            if not new_assignments or name not in new_assignments
+            else [
+                CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=b)
+                for b in new_assignments[name]
+            ],
+        )
+        for name, count in counts.items()
+    ]
+    request = CreatePartitionsRequest(topics=topics, timeout_ms=REQUEST_TIMEOUT_MS, validate_only=False)
+    response = await admin.send_to_controller(
+        ApiKey.CREATE_PARTITIONS, request, lambda r: [t.error_code for t in r.results]
+    )
+    for result in response.results:
+        if result.error_code != ErrorCode.NONE:
+            raise CommandError(_error_message(result.error_code, result.error_message))
+
+
+async def alter_topic_configs(
+    admin: AdminClient, names: list[str], set_configs: dict[str, str], delete_configs: list[str]
+) -> list[str]:
+    """IncrementalAlterConfigs on topics ``names``: SET each of ``set_configs``, DELETE (back to the
+    default) each of ``delete_configs``. The topics updated, in the response's order; CommandError with
+    the broker's message at the first that failed."""
+    changes = [
+        IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=SET, value=v)
+        for k, v in set_configs.items()
+    ]
+    changes += [
+        IncrementalAlterConfigsRequest.AlterableConfig(name=k.strip(), config_operation=DELETE, value=None)
+        for k in delete_configs
+    ]
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=TOPIC_RESOURCE, resource_name=name, configs=changes
+            )
+            for name in names
+        ],
+        validate_only=False,
+    )
+    response = await admin.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+    updated = []
+    for result in response.responses:
+        if result.error_code != ErrorCode.NONE:
+            raise CommandError(_error_message(result.error_code, result.error_message))
+        updated.append(result.resource_name)
+    return updated
+
+
+async def delete_topics(admin: AdminClient, names: list[str]) -> None:
+    """DeleteTopics; CommandError with the broker's message for the first that failed."""
+    request = DeleteTopicsRequest(
+        topics=[DeleteTopicsRequest.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0)) for n in names],
+        topic_names=names,
+        timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    response = await admin.send_to_controller(
+        ApiKey.DELETE_TOPICS, request, lambda r: [t.error_code for t in r.responses]
+    )
+    for result in response.responses:
+        if result.error_code != ErrorCode.NONE:
+            raise CommandError(_error_message(result.error_code, result.error_message))
+
+
+async def describe_topic_configs(admin: AdminClient, names: list[str]) -> dict[str, list[Any]]:
+    """DescribeConfigs: every config entry of each topic (``is_default`` tells the defaults);
+    CommandError with the broker's message for a topic it could not describe."""
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None
+            )
+            for name in names
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    response = await admin.send(ApiKey.DESCRIBE_CONFIGS, request)
+    configs = {}
+    for result in response.results:
+        if result.error_code != ErrorCode.NONE:
+            raise CommandError(_error_message(result.error_code, result.error_message))
+        configs[result.resource_name] = list(result.configs)
+    return configs
+
+
 class TopicService:
     def __init__(self, admin: AdminClient, args: argparse.Namespace) -> None:
         self.admin = admin
@@ -230,34 +367,24 @@ class TopicService:
             raise CommandLineError("The replication factor must be between 1 and 32767 inclusive")
         if args.partitions is not None and args.partitions < 1:
             raise CommandLineError("The partitions must be greater than 0")
-        configs = _parse_configs(args.config)
+        configs = parse_configs(args.config)
         if "." in name or "_" in name:
             print(
                 "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
                 "could collide. To avoid issues it is best to use either, but not both."
             )
-        topic = CreateTopicsRequest.CreatableTopic(
-            name=name,
-            num_partitions=-1 if args.partitions is None else args.partitions,
-            replication_factor=-1 if args.replication_factor is None else args.replication_factor,
-            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+        assignment = _parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+        created = await create_topic(
+            self.admin,
+            name,
+            args.partitions,
+            args.replication_factor,
+            configs,
+            assignment,
+            args.if_not_exists,
         )
-        if args.replica_assignment:
-            assignment = _parse_replica_assignment(args.replica_assignment)
-            topic.num_partitions = topic.replication_factor = -1
-            topic.assignments = [
-                CreateTopicsRequest.CreatableReplicaAssignment(partition_index=i, broker_ids=brokers)
-                for i, brokers in enumerate(assignment)
-            ]
-        request = CreateTopicsRequest(topics=[topic], timeout_ms=REQUEST_TIMEOUT_MS, validate_only=False)
-        response = await self.admin.send_to_controller(
-            ApiKey.CREATE_TOPICS, request, lambda r: [t.error_code for t in r.topics]
-        )
-        result = response.topics[0]
-        if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+        if not created:
             return
-        if result.error_code != ErrorCode.NONE:
-            raise CommandError(_error_message(result.error_code, result.error_message))
         print(f"Created topic {name}.")
 
     async def list(self) -> None:
@@ -273,28 +400,11 @@ class TopicService:
             await self._alter_configs(names)
         if args.partitions is not None:
             current = {t.name: len(t.partitions) for t in metadata.topics}
-            topics = []
-            for name in names:
-                assignments = None
-                if args.replica_assignment:
-                    new = _parse_replica_assignment(args.replica_assignment)[current[name] :]
-                    assignments = [
-                        CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=b) for b in new
-                    ]
-                topics.append(
-                    CreatePartitionsRequest.CreatePartitionsTopic(
-                        name=name, count=args.partitions, assignments=assignments
-                    )
-                )
-            request = CreatePartitionsRequest(
-                topics=topics, timeout_ms=REQUEST_TIMEOUT_MS, validate_only=False
-            )
-            response = await self.admin.send_to_controller(
-                ApiKey.CREATE_PARTITIONS, request, lambda r: [t.error_code for t in r.results]
-            )
-            for result in response.results:
-                if result.error_code != ErrorCode.NONE:
-                    raise CommandError(_error_message(result.error_code, result.error_message))
+            new_assignments = None
+            if args.replica_assignment:
+                assignment = _parse_replica_assignment(args.replica_assignment)
+                new_assignments = {name: assignment[current[name] :] for name in names}
+            await create_partitions(self.admin, dict.fromkeys(names, args.partitions), new_assignments)
 
     async def _alter_configs(self, names: builtins.list[str]) -> None:  # list is a method here
         args = self.args
@@ -302,46 +412,16 @@ class TopicService:
             "WARNING: Altering topic configuration from this script has been deprecated and may be removed "
             "in future releases.\n         Going forward, please use kafka-configs.sh for this functionality"
         )
-        changes = [
-            IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=SET, value=v)
-            for k, v in _parse_configs(args.config).items()
-        ]
-        changes += [
-            IncrementalAlterConfigsRequest.AlterableConfig(
-                name=k.strip(), config_operation=DELETE, value=None
-            )
-            for k in args.delete_config
-        ]
-        request = IncrementalAlterConfigsRequest(
-            resources=[
-                IncrementalAlterConfigsRequest.AlterConfigsResource(
-                    resource_type=TOPIC_RESOURCE, resource_name=name, configs=changes
-                )
-                for name in names
-            ],
-            validate_only=False,
-        )
-        response = await self.admin.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
-        for result in response.responses:
-            if result.error_code != ErrorCode.NONE:
-                raise CommandError(_error_message(result.error_code, result.error_message))
-            print(f"Updated config for topic {result.resource_name}.")
+        for name in await alter_topic_configs(
+            self.admin, names, parse_configs(args.config), args.delete_config
+        ):
+            print(f"Updated config for topic {name}.")
 
     async def delete(self) -> None:
         names, _ = await self.topics()
         if not names:
             return
-        request = DeleteTopicsRequest(
-            topics=[DeleteTopicsRequest.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0)) for n in names],
-            topic_names=names,
-            timeout_ms=REQUEST_TIMEOUT_MS,
-        )
-        response = await self.admin.send_to_controller(
-            ApiKey.DELETE_TOPICS, request, lambda r: [t.error_code for t in r.responses]
-        )
-        for result in response.responses:
-            if result.error_code != ErrorCode.NONE:
-                raise CommandError(_error_message(result.error_code, result.error_message))
+        await delete_topics(self.admin, names)
 
     async def describe(self) -> None:
         args = self.args
@@ -356,7 +436,7 @@ class TopicService:
             topic = topics[name]
             partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
             entries = configs.get(name, [])
-            overrides = [e for e in entries if not _is_default(e)]
+            overrides = [e for e in entries if not is_default(e)]
             if describe_configs and (not args.topics_with_overrides or overrides):
                 line = f"Topic: {name}"
                 if topic.topic_id.int:
@@ -388,30 +468,14 @@ class TopicService:
         )
 
     async def _describe_configs(self, names: builtins.list[str]) -> dict[str, builtins.list[Any]]:
-        request = DescribeConfigsRequest(
-            resources=[
-                DescribeConfigsRequest.DescribeConfigsResource(
-                    resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None
-                )
-                for name in names
-            ],
-            include_synonyms=False,
-            include_documentation=False,
-        )
-        response = await self.admin.send(ApiKey.DESCRIBE_CONFIGS, request)
-        configs = {}
-        for result in response.results:
-            if result.error_code != ErrorCode.NONE:
-                raise CommandError(_error_message(result.error_code, result.error_message))
-            configs[result.resource_name] = list(result.configs)
-        return configs
+        return await describe_topic_configs(self.admin, names)
 
 
 def _java_string(value: str | None) -> str:
     return "null" if value is None else value  # a sensitive config's value is null
 
 
-def _is_default(entry: Any) -> bool:
+def is_default(entry: Any) -> bool:
     # DescribeConfigs v0 has is_default; v1+ replaced it with config_source.
     return entry.config_source == DEFAULT_CONFIG if entry.config_source != -1 else entry.is_default
 

@@ -6,7 +6,9 @@ a log file of its own under the data dir (tools/local_cluster_nodes.py shows the
 ``started <role> <id> pid=<pid>`` per process, waits until a controller is active and every broker is
 registered and answering, prints ``metrics <role> <id> http://HOST:PORT/metrics`` for each controller and
 broker (its Prometheus endpoint, ``metrics.listener``, on a port of its own kept across its restarts),
-then ``bootstrap.servers=HOST:PORT,...`` and then supervises: a node that dies is reported as
+then ``bootstrap.servers=HOST:PORT,...`` and ``console=http://HOST:PORT`` (the web console, ``samsa console``,
+which it runs as one more child, on a free port or ``--console-port``; ``--no-console`` runs none) and then
+supervises: a node that dies is reported as
 ``exited <role> <id> code=<c>``; the others keep running. SIGINT or SIGTERM stops the controllers, then
 the brokers (which then skip a controlled shutdown: the whole cluster stops), then ZooKeeper, saying what
 it waits for; a second signal kills whatever is left.
@@ -334,6 +336,11 @@ ROLE is broker, controller or zookeeper (id 1).""",
         help="SASL_SSL listeners (SCRAM-SHA-512, a CA of its own), the ACL authorizer, an admin super user "
         "whose settings go to DIR/client.properties",
     )  # fmt: skip
+    parser.add_argument(
+        "--console-port", type=int, metavar="P",
+        help="the web console (samsa console) listens on P of --host (default: a free port)",
+    )  # fmt: skip
+    parser.add_argument("--no-console", action="store_true", help="do not run the web console")
     return parser
 
 
@@ -348,6 +355,12 @@ def up(argv: list[str]) -> int:
     try:
         if broker_ports[-1] > 65535:
             raise UpError(f"broker ports {broker_ports[0]}..{broker_ports[-1]} go past 65535")
+        if args.no_console and args.console_port is not None:
+            raise UpError("--console-port and --no-console: choose one")
+        if args.console_port is not None and not 1 <= args.console_port <= 65535:
+            raise UpError(f"--console-port {args.console_port} is not a port (1..65535)")
+        if args.console_port is not None and args.console_port in (*broker_ports, args.zookeeper_port):
+            raise UpError(f"--console-port {args.console_port} is taken by ZooKeeper or a broker")
         if args.zookeeper_port in broker_ports:
             raise UpError(
                 f"--zookeeper-port {args.zookeeper_port} is one of the broker ports "
@@ -377,6 +390,8 @@ def up(argv: list[str]) -> int:
             fresh=args.fresh,
             report=_report,
             secure=args.secure,
+            console=not args.no_console,
+            console_port=args.console_port,
         )
         if not args.fresh:
             extra = sorted(cluster.data_dir_brokers() - set(cluster.brokers))
@@ -420,6 +435,11 @@ def up(argv: list[str]) -> int:
                     f"port {port} on {args.host} (broker {broker_id}) is in use; choose another first broker "
                     f"port with --base-port (brokers take {args.brokers} consecutive ports)"
                 )
+        if args.console_port is not None and port_in_use(args.host, args.console_port):
+            busy.append(
+                f"port {args.console_port} on {args.host} (the console) is in use; choose another with "
+                "--console-port, or --no-console"
+            )
         if busy:
             raise UpError("; ".join(busy))
         if not supervisor.stop_requested:
@@ -433,6 +453,8 @@ def up(argv: list[str]) -> int:
         _out(f"bootstrap.servers={cluster.bootstrap}")
         if cluster.client_properties_path is not None:
             _out(f"client.properties={cluster.client_properties_path}")
+        if cluster.console_node is not None:
+            _out(f"console={cluster.console_node.url}")
         _err(
             f"logs under {data_dir}; Ctrl-C stops the cluster; `samsa up status --data-dir {args.data_dir}` "
             "shows it and `samsa up stop|kill|start|restart ROLE ID` act on one node"

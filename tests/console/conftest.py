@@ -1,5 +1,5 @@
 """The console's browser tests: one real 3-broker cluster with metrics and ``samsa console`` (started
-by LocalCluster, as ``samsa up`` starts it) for the whole package, one headless Chromium, and a fresh
+by LocalCluster, as ``samsa up`` starts it) for the whole package, a headless Chromium per module, and a fresh
 page per test, which must end without errors in the browser's console. Each test's last screen is saved
 under .cache/artifacts/console/ (SAMSA_ARTIFACTS)."""
 
@@ -44,8 +44,10 @@ def console_cluster(
         cluster.stop()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium per module: Playwright's sync API keeps an event loop running in the test thread
+    while it is up, which a module's own asyncio tests and cluster fixtures must not meet."""
     with launched_browser() as running:
         yield running
 

@@ -27,6 +27,7 @@ def test_the_cluster_page_lists_every_broker_with_its_address_and_the_controller
     assert int(controller) in console_cluster.brokers
     assert "yes" in page.page.locator(f'#broker-table tr[data-broker="{controller}"]').inner_text()
     assert page.page.get_by_test_id("offline").inner_text() == "0"
+    page.readme_shot("cluster")
 
 
 def test_a_stopped_broker_shows_down_and_under_replicated_partitions_without_a_reload(

@@ -287,7 +287,17 @@ def test_the_redelivery_check_sees_a_repeat_after_a_commit() -> None:
     assert redeliveries_after_commit({"a": first, "b": [record(3, 0)]}) == []  # not strictly after
 
 
-@pytest.mark.parametrize("client", ["aiokafka", "kafka-python", "confluent-kafka", "kafkajs", "java"])
+@pytest.mark.parametrize(
+    "client",
+    # The quick tier rebalances librdkafka's and the Java client's groups; the full tier every client's.
+    [
+        pytest.param("aiokafka", marks=pytest.mark.slow),
+        pytest.param("kafka-python", marks=pytest.mark.slow),
+        "confluent-kafka",
+        pytest.param("kafkajs", marks=pytest.mark.slow),
+        "java",
+    ],
+)
 def test_group_rebalances_without_losing_or_repeating_committed_records(
     client: str, cluster: Cluster, start_member: Callable[..., Member]
 ) -> None:

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -72,10 +73,31 @@ def test_compose_file_is_valid_and_names_the_cluster() -> None:
         return sorted(result.stdout.split())
 
     assert config("-q") == []
-    assert config("--services") == ["broker-1", "broker-2", "broker-3", "controller", "zookeeper"]
+    assert config("--services") == ["broker-1", "broker-2", "broker-3", "console", "controller", "zookeeper"]
     assert config("--volumes") == [
         "broker-1-data", "broker-2-data", "broker-3-data", "zookeeper-data", "zookeeper-datalog",
     ]  # fmt: skip
+
+
+def test_compose_console_service_serves_the_console_of_the_brokers_on_the_hosts_loopback() -> None:
+    cli = compose_cli()
+    if cli is None:
+        pytest.skip("no compose CLI (docker compose or docker-compose) to validate docker-compose.yml with")
+    result = subprocess.run(
+        [*cli, "-f", "docker-compose.yml", "config"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    block = result.stdout.split("\n  console:\n", 1)[1].split("\n  controller:\n", 1)[0]
+    for arg in (
+        "- console",
+        "- --bootstrap-server=broker-1:29092,broker-2:29092,broker-3:29092",
+        "- --host=0.0.0.0",
+        "- --port=8080",
+        "- --metrics=http://broker-1:9404/metrics,http://broker-2:9404/metrics,http://broker-3:9404/metrics",
+    ):
+        assert arg in block, arg
+    # published on 8080 of the host's loopback only (short or long syntax, as the CLI prints it)
+    assert "127.0.0.1:8080:8080" in block or ("published: 8080" in block and "host_ip: 127.0.0.1" in block)
 
 
 @pytest.mark.slow
@@ -87,6 +109,8 @@ def test_compose_cluster_serves_clients_on_the_host(monkeypatch: pytest.MonkeyPa
     ports = [free_port() for _ in range(3)]
     for n, port in enumerate(ports, start=1):
         monkeypatch.setenv(f"SAMSA_BROKER_{n}_PORT", str(port))
+    console_port = free_port()
+    monkeypatch.setenv("SAMSA_CONSOLE_PORT", str(console_port))
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", f"samsa-test-{uuid.uuid4().hex[:8]}")
     bootstrap = ",".join(f"localhost:{port}" for port in ports)
 
@@ -102,7 +126,7 @@ def test_compose_cluster_serves_clients_on_the_host(monkeypatch: pytest.MonkeyPa
 
     # wait=True: `docker compose up --wait` returns once every healthcheck passes
     with DockerCompose(ROOT, compose_file_name="docker-compose.yml", build=True, wait=True) as compose:
-        for service in ("zookeeper", "controller", "broker-1", "broker-2", "broker-3"):
+        for service in ("zookeeper", "controller", "broker-1", "broker-2", "broker-3", "console"):
             container = compose.get_container(service)
             assert (container.State, container.Health) == ("running", "healthy"), service
         created = samsa(
@@ -125,3 +149,9 @@ def test_compose_cluster_serves_clients_on_the_host(monkeypatch: pytest.MonkeyPa
         assert sorted(consumed.stdout.splitlines()) == sorted(lines), (consumed, compose.get_logs())
         described = samsa("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", "compose")
         assert "PartitionCount: 3" in described.stdout, described
+        # the console (its vendor files built into the image by the Dockerfile's npm stage)
+        with urllib.request.urlopen(f"http://127.0.0.1:{console_port}/topics", timeout=30) as page:
+            assert "compose" in page.read().decode()
+        vendor = f"http://127.0.0.1:{console_port}/static/vendor/htmx.min.js"
+        with urllib.request.urlopen(vendor, timeout=30) as script:
+            assert script.status == 200

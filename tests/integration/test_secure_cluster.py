@@ -223,11 +223,13 @@ def test_secure_compose_override_is_valid_and_needs_the_passwords() -> None:
 
     assert config("-q").returncode == 0, config("-q").stderr
     assert sorted(config("--services").stdout.split()) == [
-        "broker-1", "broker-2", "broker-3", "controller", "security-init", "zookeeper",
+        "broker-1", "broker-2", "broker-3", "console", "controller", "security-init", "zookeeper",
     ]  # fmt: skip
     text = config().stdout
     assert text.count("listener.security.protocol.map=INTERNAL:SASL_SSL,EXTERNAL:SASL_SSL") == 4
-    assert text.count("service_completed_successfully") == 4
+    # the controller, the brokers and the console (which logs in with the admin's client.properties)
+    assert text.count("service_completed_successfully") == 5
+    assert "--command-config=/var/lib/samsa/security/client.properties" in text
     assert text.count("/var/lib/samsa/security/ca.pem") >= 4  # the healthchecks speak TLS
     assert "PLAINTEXT" not in text
     missing = {k: v for k, v in env.items() if k != "SAMSA_ADMIN_PASSWORD"}

@@ -204,9 +204,10 @@ def test_up_starts_every_process_reports_a_death_and_stops_them_all(tmp_path: Pa
         code = up.stop()
     assert code == 0, up.stderr()
     assert not [key for key, pid in up.pids.items() if pid_alive(pid)]
-    # The controllers first: the brokers then skip a controlled shutdown nothing could take over from.
+    # The console (a client) first, then the controllers: the brokers then skip a controlled shutdown
+    # nothing could take over from.
     stopped = [line.split()[1] for line in up.lines if line.startswith("stopped ")]
-    assert stopped == ["controller", "controller", "broker", "zookeeper"], up.lines
+    assert stopped == ["console", "controller", "controller", "broker", "zookeeper"], up.lines
     assert "waiting for broker 1 to flush its logs" in up.stderr(), up.stderr()
 
 

@@ -219,6 +219,7 @@ async def wedge(
     assert result.error_code == ErrorCode.NONE, ErrorCode(result.error_code).name
 
 
+@pytest.mark.slow  # ~20 s; the quick tier keeps the open transaction listed, described and aborted
 def test_a_wedged_partition_is_found_hanging_and_unstuck_by_abort(unverified_cluster: Cluster) -> None:
     bootstrap = unverified_cluster.bootstrap
     topic = "wedged"

@@ -85,7 +85,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper_server: ZooKeepe
 _runs = itertools.count()
 
 
-@pytest.fixture(scope="module", params=list(runners.TRANSACTIONS))
+# The quick tier runs librdkafka's and the Java client's scenario; the full tier every client's.
+QUICK_TIER_CLIENTS = ("confluent-kafka", "java")
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        c if c in QUICK_TIER_CLIENTS else pytest.param(c, marks=pytest.mark.slow)
+        for c in runners.TRANSACTIONS
+    ],
+)
 def scenario(request: pytest.FixtureRequest, cluster: Cluster) -> runners.TransactionsResult:
     """The client's scenario, run once on topics of its own; a client not installed here skips."""
     client: str = request.param

@@ -269,6 +269,7 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a query killed and resumed (~30 s); the quick tier keeps the replayed-batch check
 def test_driver_killed_mid_stream_resumes_from_the_checkpoint_exactly(
     spark: SparkSession, samsa: Cluster, new_topic: Callable[..., str], tmp_path: Path
 ) -> None:

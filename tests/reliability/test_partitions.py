@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.scenario import TIERS, Settings
+from tests.reliability.scenario import FULL_TIER_ONLY, TIERS, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ def _isolate_followers_then_kill_the_leader(s: Any, min_insync: int) -> None:
     s.mark("heal-network")
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", FULL_TIER_ONLY)
 def test_a_leader_cut_off_from_its_followers_then_killed_loses_nothing_with_min_insync_2(
     open_scenario: Callable[[Settings], Any], tier: str
 ) -> None:
@@ -102,6 +102,7 @@ def test_a_leader_cut_off_from_its_followers_then_killed_loses_nothing_with_min_
     assert refusals >= 50, report.summary()
 
 
+@pytest.mark.slow  # the checker's negative control; the quick tier keeps the scenarios themselves
 def test_the_checker_catches_the_loss_of_an_unclean_election_negative_control(
     open_scenario: Callable[[Settings], Any],
 ) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.scenario import TIERS, Settings
+from tests.reliability.scenario import FULL_TIER_ONLY, TIERS, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def test_a_paused_follower_leaves_the_isr_and_acks_all_holds_to_min_insync_repli
     assert refusals >= 50, report.summary()
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", FULL_TIER_ONLY)
 def test_a_zombie_leader_resumed_after_its_successor_took_over_acknowledges_nothing_lost(
     open_scenario: Callable[[Settings], Any], tier: str
 ) -> None:

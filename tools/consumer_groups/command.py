@@ -63,6 +63,47 @@ def decode_assignment(data: bytes | memoryview | None) -> list[TopicPartition]:
     return [(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions]
 
 
+def committed_of(result: Any) -> dict[TopicPartition, int]:
+    """The committed offsets in one group's OffsetFetch result (its topics and partitions)."""
+    # A negative offset means the group has no offset for the partition.
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in result.topics
+        for p in t.partitions
+        if p.error_code == ErrorCode.NONE and p.committed_offset >= 0
+    }
+
+
+@dataclass
+class GroupListing:
+    """A group as ListGroups lists it; ``coordinator``: the broker that listed it (each broker lists
+    the groups it coordinates)."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    coordinator: int
+
+
+async def list_groups_of(
+    admin: AdminClient, node: int, states: list[str] | None = None
+) -> list[GroupListing]:
+    """ListGroups of broker ``node`` (in ``states``; all when none), asking again while its coordinator
+    is loading; CommandError in words when it answers another error."""
+    request = ListGroupsRequest(states_filter=states or [])
+    deadline = time.monotonic() + admin.timeout
+    while True:
+        response = await admin.send_to_node(ApiKey.LIST_GROUPS, request, node)
+        if response.error_code == ErrorCode.NONE:
+            return [
+                GroupListing(g.group_id, g.protocol_type, g.group_state or "Unknown", node)
+                for g in response.groups
+            ]
+        if response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            raise CommandError(description(response.error_code))
+        await asyncio.sleep(0.1)
+
+
 @dataclass
 class Member:
     consumer_id: str
@@ -98,26 +139,15 @@ class GroupCommand:
 
     async def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str]]:
         """(group id, state) of every consumer group of every broker, sorted by group id."""
-        request = ListGroupsRequest(states_filter=states or [])
-        responses = await asyncio.gather(
-            *(self._list_groups_of(node, request) for node in sorted(self.admin.brokers))
+        listed = await asyncio.gather(
+            *(list_groups_of(self.admin, node, states) for node in sorted(self.admin.brokers))
         )
         groups: dict[str, str] = {}
-        for response in responses:
-            for g in response.groups:
+        for listings in listed:
+            for g in listings:
                 if g.protocol_type in (CONSUMER_PROTOCOL, ""):
-                    groups[g.group_id] = g.group_state or "Unknown"
+                    groups[g.group_id] = g.state
         return sorted(groups.items())
-
-    async def _list_groups_of(self, node: int, request: ListGroupsRequest) -> Any:
-        deadline = time.monotonic() + self.admin.timeout
-        while True:
-            response = await self.admin.send_to_node(ApiKey.LIST_GROUPS, request, node)
-            if response.error_code == ErrorCode.NONE:
-                return response
-            if response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
-                raise CommandError(description(response.error_code))
-            await asyncio.sleep(0.1)
 
     async def group_ids(self) -> list[str]:
         if self.args.all_groups:
@@ -168,13 +198,7 @@ class GroupCommand:
         result = result_of(response)
         if result.error_code != ErrorCode.NONE:
             raise CommandError(description(result.error_code))
-        # A negative offset means the group has no offset for the partition.
-        return {
-            (t.name, p.partition_index): p.committed_offset
-            for t in result.topics
-            for p in t.partitions
-            if p.error_code == ErrorCode.NONE and p.committed_offset >= 0
-        }
+        return committed_of(result)
 
     async def partitions_of(self, topics: Iterable[str]) -> dict[str, list[int]]:
         """The partitions of each topic; CommandError for a topic that does not exist."""

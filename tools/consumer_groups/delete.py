@@ -8,20 +8,32 @@ from collections import defaultdict
 from protocol.api import ApiKey
 from protocol.errors import ErrorCode, description
 from protocol.messages import DeleteGroupsRequest, OffsetDeleteRequest
+from tools.admin_client import AdminClient
 from tools.consumer_groups.command import GroupCommand, TopicPartition, parse_topic_partitions
+
+
+async def delete_groups(admin: AdminClient, group_ids: list[str]) -> dict[str, int]:
+    """DeleteGroups of each group at its coordinator: the error code of each (NONE when deleted)."""
+    results: dict[str, int] = {}
+    for group_id in group_ids:
+        response = await admin.send_to_coordinator(
+            group_id,
+            ApiKey.DELETE_GROUPS,
+            DeleteGroupsRequest(groups_names=[group_id]),
+            lambda r: [g.error_code for g in r.results],
+        )
+        results[group_id] = response.results[0].error_code
+    return results
+
+
+def deletion_failure(group_id: str, code: int) -> str:
+    """Why a group could not be deleted, as kafka-consumer-groups.sh says it."""
+    return f"Group '{group_id}' could not be deleted due to: {ErrorCode(code).name}: {description(code)}"
 
 
 class DeleteGroups(GroupCommand):
     async def run(self) -> None:
-        results: dict[str, int] = {}
-        for group_id in await self.group_ids():
-            response = await self.admin.send_to_coordinator(
-                group_id,
-                ApiKey.DELETE_GROUPS,
-                DeleteGroupsRequest(groups_names=[group_id]),
-                lambda r: [g.error_code for g in r.results],
-            )
-            results[group_id] = response.results[0].error_code
+        results = await delete_groups(self.admin, await self.group_ids())
         deleted = [g for g, code in results.items() if code == ErrorCode.NONE]
         failed = {g: code for g, code in results.items() if code != ErrorCode.NONE}
         quoted = ", ".join(f"'{g}'" for g in deleted)
@@ -30,10 +42,7 @@ class DeleteGroups(GroupCommand):
             return
         self.error("Deletion of some consumer groups failed:")
         for group_id, code in failed.items():
-            print(
-                f"* Group '{group_id}' could not be deleted due to: "
-                f"{ErrorCode(code).name}: {description(code)}"
-            )
+            print(f"* {deletion_failure(group_id, code)}")
         if deleted:
             print(f"\nThese consumer groups were deleted successfully: {quoted}")
 

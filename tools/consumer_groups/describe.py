@@ -60,7 +60,7 @@ class DescribeGroups(GroupCommand):
                 self._print_state(group, await self.admin.find_coordinator(group.group_id))
         else:
             for group in groups:
-                self._print_offsets(group.group_id, group.state, await self._offset_rows(group))
+                self._print_offsets(group.group_id, group.state, await self.offset_rows(group))
 
     def _should_print(self, group_id: str, state: str, rows: int) -> bool:
         """Kafka's shouldPrintMemberState: the notes for dead, empty and rebalancing groups."""
@@ -74,7 +74,7 @@ class DescribeGroups(GroupCommand):
             raise CommandError(f"Expected a valid consumer group state, but found '{state}'.")
         return state != "Dead" and rows > 0
 
-    async def _offset_rows(self, group: Group) -> list[Row]:
+    async def offset_rows(self, group: Group) -> list[Row]:
         committed = await self.committed_offsets(group.group_id)
         owners: list[tuple[Member | None, list[TopicPartition]]] = []
         # Members with the most partitions first, as Kafka lists them; then the partitions the group has
