@@ -30,6 +30,18 @@ INSTALL_HINT = (
 )
 
 
+def terminate(process: subprocess.Popen, timeout: float) -> int:
+    """SIGTERM by PID, SIGKILL if it has not exited after ``timeout`` s; its exit code."""
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+    return process.returncode
+
+
 class ZooKeeperNotInstalled(RuntimeError):
     pass
 
@@ -172,11 +184,5 @@ class ZooKeeperServer:
         raise TimeoutError(f"ZooKeeper on {self.connect_string} was not serving after {timeout} s")
 
     def stop(self, timeout: float = 5.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        if self.process is not None:
+            terminate(self.process, timeout)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import ROOT, Cluster, free_port
+from zk.server import terminate
 
 pytestmark = pytest.mark.integration
 
@@ -74,14 +74,7 @@ class ConsoleProcess:
 
     def terminate(self, timeout: float = 15.0) -> int:
         """SIGTERM by PID, and its exit code (SIGKILL if it does not exit in time)."""
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return self.process.returncode
+        return terminate(self.process, timeout)
 
 
 @pytest.fixture
